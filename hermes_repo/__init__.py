@@ -1,0 +1,49 @@
+"""hermes_repo: a durable SQLite store for an AI agent's sessions and messages.
+
+The public contract::
+
+    from hermes_repo import StateStore
+    with StateStore.open() as store:            # $HERMES_HOME/state.db, else ~/.hermes
+        with store.unit_of_work() as uow:
+            sid = uow.sessions.create(source="cli")
+            uow.messages.append(sid, {"role": "user", "content": "hi"})
+            uow.commit()
+        store.load_conversation(sid).messages
+        store.search("hi")
+"""
+
+from .errors import (
+    DatabaseBusyError,
+    HermesRepoError,
+    IntegrityViolation,
+    NotFoundError,
+    SchemaMismatchError,
+    StateDbCorruptError,
+    StorageFullError,
+    StoreClosedError,
+    UnsafePathError,
+    WriteFailedError,
+)
+from .repositories import SearchHit
+from .store import Conversation, StateStore, StoreHealth
+from .uow import UnitOfWork
+
+__all__ = [
+    "Conversation",
+    "DatabaseBusyError",
+    "HermesRepoError",
+    "IntegrityViolation",
+    "NotFoundError",
+    "SchemaMismatchError",
+    "SearchHit",
+    "StateDbCorruptError",
+    "StateStore",
+    "StorageFullError",
+    "StoreClosedError",
+    "StoreHealth",
+    "UnitOfWork",
+    "UnsafePathError",
+    "WriteFailedError",
+]
+
+__version__ = "0.1.0"

@@ -1,0 +1,199 @@
+"""The one engine factory: which SQLite, connection hooks, file modes.
+
+Why each hook exists:
+
+* pysqlite's legacy transaction handling skips ``BEGIN`` before DDL and SAVEPOINT, so a
+  failed migration stays half-applied. The ``connect`` hook sets ``isolation_level=None``
+  and the ``begin`` hook emits ``BEGIN`` itself; writers get ``BEGIN IMMEDIATE`` so a read
+  transaction never has to upgrade to a write lock and die with SQLITE_BUSY_SNAPSHOT.
+* PRAGMAs run on the raw connection before any transaction: inside one,
+  ``foreign_keys`` silently does nothing.
+* SQLite 3.7.0 through 3.51.2 can corrupt a WAL database when two connections write and
+  checkpoint at once (the WAL-reset bug). We prefer the ``pysqlite3`` wheel, which bundles
+  a fixed SQLite; on a vulnerable SQLite the store uses a rollback journal instead of WAL
+  (slower writes, no corruption window). See docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Literal
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import Connection
+
+from .errors import ConfigurationError, UnsafePathError
+
+__all__ = [
+    "BUSY_TIMEOUT_MS",
+    "WAL_FIX_VERSION",
+    "WRITE_OPTION",
+    "Driver",
+    "create_store_engine",
+    "db_path_for_home",
+    "default_home",
+    "prepare_path",
+    "select_driver",
+]
+
+DB_NAME = "state.db"
+WAL_FIX_VERSION = (3, 51, 3)
+BUSY_TIMEOUT_MS = 1000
+# Execution option that makes the begin hook take the write lock up front.
+WRITE_OPTION = "hermes_write"
+
+DriverName = Literal["auto", "pysqlite3", "stdlib"]
+
+
+@dataclass(frozen=True)
+class Driver:
+    """The DB-API module the store talks to, and what its SQLite can do."""
+
+    name: str
+    module: ModuleType
+    sqlite_version: str
+
+    @property
+    def version_tuple(self) -> tuple[int, ...]:
+        return tuple(int(p) for p in self.sqlite_version.split("."))
+
+    @property
+    def has_wal_reset_fix(self) -> bool:
+        return self.version_tuple >= WAL_FIX_VERSION
+
+    @property
+    def journal_mode(self) -> str:
+        """WAL where SQLite has the WAL-reset fix; a rollback journal where it does not."""
+        forced = os.environ.get("HERMES_REPO_JOURNAL_MODE", "").strip().upper()
+        if forced in ("WAL", "DELETE"):
+            return forced
+        return "WAL" if self.has_wal_reset_fix else "DELETE"
+
+
+def select_driver(name: DriverName | None = None) -> Driver:
+    """Pick the SQLite driver: ``pysqlite3`` when installed, else the standard ``sqlite3``.
+
+    ``HERMES_REPO_DRIVER=stdlib|pysqlite3`` overrides the automatic choice.
+    """
+    choice = name or os.environ.get("HERMES_REPO_DRIVER", "auto") or "auto"
+    if choice not in ("auto", "pysqlite3", "stdlib"):
+        raise ConfigurationError(
+            f"unknown SQLite driver {choice!r}; set HERMES_REPO_DRIVER to auto, pysqlite3 or stdlib"
+        )
+    if choice in ("auto", "pysqlite3"):
+        try:
+            mod = importlib.import_module("pysqlite3.dbapi2")
+        except ImportError as exc:
+            if choice == "pysqlite3":
+                raise ConfigurationError(
+                    "HERMES_REPO_DRIVER=pysqlite3 but pysqlite3 is not installed; "
+                    "run `pip install pysqlite3` or unset HERMES_REPO_DRIVER"
+                ) from exc
+        else:
+            return Driver("pysqlite3", mod, str(mod.sqlite_version))
+    import sqlite3
+
+    return Driver("stdlib", sqlite3, sqlite3.sqlite_version)
+
+
+def default_home() -> Path:
+    """``$HERMES_HOME`` if set, else ``~/.hermes``."""
+    env = os.environ.get("HERMES_HOME")
+    return Path(env).expanduser() if env else Path.home() / ".hermes"
+
+
+def db_path_for_home(home: str | os.PathLike[str] | None) -> Path:
+    return (Path(home).expanduser() if home is not None else default_home()) / DB_NAME
+
+
+def prepare_path(db_path: Path) -> None:
+    """Create the store folder (0700) and ``state.db`` (0600) safely before SQLite opens it.
+
+    A symlink in place of ``state.db`` is refused: it could point the store's writes at
+    any file the process may write. SQLite creates ``-wal``/``-shm``/``-journal`` with
+    the main file's mode, so they are 0600 too.
+    """
+    folder = db_path.parent
+    if not folder.exists():
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if db_path.is_symlink():
+        raise UnsafePathError(
+            f"{db_path} is a symlink; the store refuses to write through it. "
+            "Replace it with the real file (or point --home / HERMES_HOME at the real folder)"
+        )
+    if db_path.exists():
+        if not stat.S_ISREG(db_path.stat().st_mode):
+            raise UnsafePathError(f"{db_path} is not a regular file; move it away and retry")
+        return
+    try:
+        fd = os.open(db_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        return  # another process created it first; the checks above ran on its file
+    os.close(fd)
+
+
+def _on_connect(driver: Driver, busy_timeout_ms: int) -> Any:
+    def connect(dbapi_conn: Any, _record: Any) -> None:
+        # Take transaction control away from pysqlite; the begin hook emits BEGIN itself.
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        try:
+            cur.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            cur.execute("PRAGMA foreign_keys = ON")
+            # NORMAL in WAL mode: a commit survives a process crash; a power loss may
+            # lose the last transactions but never corrupts the file.
+            cur.execute("PRAGMA synchronous = NORMAL")
+            mode = cur.execute("PRAGMA journal_mode").fetchone()[0].upper()
+            wanted = driver.journal_mode
+            if mode != wanted:
+                # Switching needs the file to ourselves; if another process holds it, keep
+                # the current mode rather than fail the open.
+                with contextlib.suppress(driver.module.OperationalError):
+                    cur.execute(f"PRAGMA journal_mode = {wanted}")
+        finally:
+            cur.close()
+
+    return connect
+
+
+def _on_begin(conn: Connection) -> None:
+    if conn.get_execution_options().get(WRITE_OPTION):
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+    else:
+        conn.exec_driver_sql("BEGIN")
+
+
+def create_store_engine(
+    db_path: Path,
+    *,
+    driver: Driver | None = None,
+    busy_timeout_ms: int = BUSY_TIMEOUT_MS,
+    **engine_kwargs: Any,
+) -> Engine:
+    """Create the engine for ``db_path`` with the store's hooks.
+
+    Use ``engine.execution_options(hermes_write=True)`` for connections that write: their
+    transactions start with ``BEGIN IMMEDIATE``.
+    """
+    drv = driver or select_driver()
+    prepare_path(db_path)
+    url = f"sqlite+pysqlite:///{db_path}"
+    engine = create_engine(url, module=drv.module, **engine_kwargs)
+    engine.info_driver = drv  # type: ignore[attr-defined]
+    event.listen(engine, "connect", _on_connect(drv, busy_timeout_ms))
+    event.listen(engine, "begin", _on_begin)
+    return engine
+
+
+def engine_driver(engine: Engine) -> Driver:
+    """The :class:`Driver` an engine was built with."""
+    drv = getattr(engine, "info_driver", None)
+    if not isinstance(drv, Driver):
+        raise ConfigurationError("engine was not created by hermes_repo.engine.create_store_engine")
+    return drv

@@ -1,0 +1,220 @@
+"""One exception hierarchy for the store, and the classifier of SQLite errors.
+
+Every error that leaves the public API is a :class:`HermesRepoError`. Driver errors are
+translated once, at the boundary (the unit of work and the store), with ``raise ... from``
+so the SQLite code and message stay reachable through ``__cause__``.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+from sqlalchemy import exc as sa_exc
+
+__all__ = [
+    "ConfigurationError",
+    "DatabaseBusyError",
+    "ErrorKind",
+    "HermesRepoError",
+    "IntegrityViolation",
+    "NotFoundError",
+    "SchemaMismatchError",
+    "SearchQueryError",
+    "StateDbCorruptError",
+    "StorageFullError",
+    "StoreClosedError",
+    "UnsafePathError",
+    "WriteFailedError",
+    "classify",
+    "sqlite_code",
+    "translate",
+]
+
+
+class HermesRepoError(Exception):
+    """Base class of every error raised by hermes_repo."""
+
+
+class ConfigurationError(HermesRepoError):
+    """The store cannot be opened as configured (bad path, unusable SQLite build...)."""
+
+
+class UnsafePathError(ConfigurationError):
+    """A path the store would write through is unsafe (a symlink, or escapes the store folder)."""
+
+
+class SchemaMismatchError(HermesRepoError):
+    """The database schema revision does not match the code; the message names the command."""
+
+
+class StoreClosedError(HermesRepoError):
+    """The store was closed; open a new one."""
+
+
+class NotFoundError(HermesRepoError):
+    """A session or message that the call refers to does not exist."""
+
+
+class IntegrityViolation(HermesRepoError):
+    """A constraint refused the write (duplicate uid, bad role...): the input is at fault."""
+
+
+class SearchQueryError(HermesRepoError):
+    """A search could not be run (never raised for hostile query text, which is always escaped)."""
+
+
+class WriteFailedError(HermesRepoError):
+    """A write could not be completed; ``kind`` says why (see :class:`ErrorKind`)."""
+
+    def __init__(self, message: str, kind: ErrorKind) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class DatabaseBusyError(WriteFailedError):
+    """Another connection held the write lock for the whole retry budget."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, ErrorKind.TRANSIENT)
+
+
+class StorageFullError(WriteFailedError):
+    """The disk (or the database's page limit) is full, or the OS reported an I/O error."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, ErrorKind.DISK)
+
+
+class StateDbCorruptError(WriteFailedError):
+    """The database file itself is damaged; the store is quarantined for this process."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, ErrorKind.CORRUPT)
+
+
+class ErrorKind(enum.Enum):
+    """What a SQLite error means for the caller, decided by extended result code."""
+
+    TRANSIENT = "transient"  # BUSY, LOCKED, READONLY (not DBMOVED): retrying the unit may succeed
+    FTS = "fts"  # the derived full-text index is damaged; canonical rows are fine
+    CORRUPT = "corrupt"  # the canonical b-trees, schema or header are damaged
+    DISK = "disk"  # FULL or IOERR: SQLite rolled the transaction back
+    CONSTRAINT = "constraint"  # the input violates a constraint
+    OTHER = "other"
+
+
+SQLITE_BUSY = 5
+SQLITE_LOCKED = 6
+SQLITE_READONLY = 8
+SQLITE_READONLY_DBMOVED = 1032
+SQLITE_IOERR = 10
+SQLITE_CORRUPT = 11
+SQLITE_FULL = 13
+SQLITE_CONSTRAINT = 19
+SQLITE_NOTADB = 26
+SQLITE_CORRUPT_VTAB = 267
+
+
+def _dbapi_error(err: BaseException) -> BaseException:
+    if isinstance(err, sa_exc.DBAPIError) and err.orig is not None:
+        return err.orig
+    return err
+
+
+def sqlite_code(err: BaseException) -> int | None:
+    """The extended SQLite result code carried by ``err`` (or its DBAPI original), if any."""
+    code = getattr(_dbapi_error(err), "sqlite_errorcode", None)
+    return code if isinstance(code, int) else None
+
+
+def _text_kind(msg: str) -> ErrorKind:
+    # Fallback only, for drivers that do not expose codes. Corruption is tested before
+    # disk errors because "database disk image is malformed" contains "disk".
+    low = msg.lower()
+    if "fts5" in low or "messages_fts" in low:
+        return ErrorKind.FTS
+    if "malformed" in low or "not a database" in low:
+        return ErrorKind.CORRUPT
+    if "locked" in low or "busy" in low or "readonly" in low or "read-only" in low:
+        return ErrorKind.TRANSIENT
+    if "disk" in low or "full" in low or "i/o" in low:
+        return ErrorKind.DISK
+    if "constraint" in low or "unique" in low:
+        return ErrorKind.CONSTRAINT
+    return ErrorKind.OTHER
+
+
+def classify(err: BaseException) -> ErrorKind:
+    """Classify a driver (or SQLAlchemy-wrapped) SQLite error by its extended code.
+
+    A plain SQLITE_CORRUPT (11) is ambiguous: a damaged FTS shadow page and a damaged
+    ``messages`` page both raise it. This function answers CORRUPT for it unless the
+    message names the FTS index; callers that hold a connection refine the answer with a
+    read-only ``quick_check`` of the canonical tables (see ``hermes_repo.fts``).
+    """
+    orig = _dbapi_error(err)
+    msg = str(orig)
+    code = sqlite_code(orig)
+    if code is None:
+        return _text_kind(msg)
+    primary = code & 0xFF
+    if code == SQLITE_CORRUPT_VTAB or "fts5" in msg or "messages_fts" in msg:
+        return ErrorKind.FTS
+    # An FTS5 xUpdate failure surfaces as a bare "constraint failed"; real constraints
+    # always carry detail ("UNIQUE constraint failed: ...").
+    if primary == SQLITE_CONSTRAINT and msg == "constraint failed":
+        return ErrorKind.FTS
+    if primary in (SQLITE_CORRUPT, SQLITE_NOTADB):
+        return ErrorKind.CORRUPT
+    if code == SQLITE_READONLY_DBMOVED:
+        return ErrorKind.OTHER
+    if primary in (SQLITE_BUSY, SQLITE_LOCKED, SQLITE_READONLY):
+        return ErrorKind.TRANSIENT
+    if primary in (SQLITE_IOERR, SQLITE_FULL):
+        return ErrorKind.DISK
+    if primary == SQLITE_CONSTRAINT:
+        return ErrorKind.CONSTRAINT
+    return ErrorKind.OTHER
+
+
+def describe(err: BaseException) -> str:
+    """A one-line description of a driver error: message plus the SQLite code name."""
+    orig = _dbapi_error(err)
+    name = getattr(orig, "sqlite_errorname", None)
+    text = str(orig).splitlines()[0] if str(orig) else type(orig).__name__
+    return f"{text} ({name})" if name else text
+
+
+def translate(err: BaseException, *, action: str = "write") -> HermesRepoError:
+    """Map a driver error to the library's hierarchy; the caller raises it ``from err``."""
+    kind = classify(err)
+    what = describe(err)
+    if kind is ErrorKind.TRANSIENT:
+        return DatabaseBusyError(
+            f"{action} failed: the database is locked or read-only ({what}); "
+            "another process holds it: retry later or stop that process"
+        )
+    if kind is ErrorKind.DISK:
+        return StorageFullError(
+            f"{action} failed: {what}; free disk space or check the storage device, then retry"
+        )
+    if kind is ErrorKind.CORRUPT:
+        return StateDbCorruptError(
+            f"{action} failed: the database file is damaged ({what}); "
+            "run `hermes-repo doctor` and `hermes-repo sessions recover --inspect-only`"
+        )
+    if kind is ErrorKind.CONSTRAINT:
+        return IntegrityViolation(f"{action} refused by a constraint: {what}")
+    return WriteFailedError(f"{action} failed: {what}", kind)
+
+
+def error_fields(err: BaseException) -> dict[str, Any]:
+    """Structured fields for logs: kind, code, code name, message."""
+    orig = _dbapi_error(err)
+    return {
+        "kind": classify(err).value,
+        "code": sqlite_code(err),
+        "name": getattr(orig, "sqlite_errorname", None),
+        "message": str(orig),
+    }

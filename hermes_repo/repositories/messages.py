@@ -1,0 +1,97 @@
+"""Messages: append (the hot path, Core statements) and ordered reads."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from sqlalchemy import func, insert, select, update
+from sqlalchemy.orm import Session
+
+from ..codec import MESSAGE_COLUMNS, message_to_row, row_to_message, tool_call_count
+from ..errors import NotFoundError
+from ..models import messages_table, sessions_table
+
+__all__ = ["MessageRepository"]
+
+_messages = messages_table
+_sessions = sessions_table
+_columns = [_messages.c[name] for name in MESSAGE_COLUMNS]
+_insert = insert(_messages)
+
+
+class MessageRepository:
+    """Reads and writes ``messages`` rows inside the caller's transaction.
+
+    Appends keep the session's counters (active messages, tool calls) in step in the same
+    transaction, so a listing never disagrees with the transcript.
+    """
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def _bump_counters(self, session_id: str, messages: int, tool_calls: int) -> None:
+        result = self._session.execute(
+            update(_sessions)
+            .where(_sessions.c.id == session_id)
+            .values(
+                message_count=_sessions.c.message_count + messages,
+                tool_call_count=_sessions.c.tool_call_count + tool_calls,
+            )
+        )
+        if result.rowcount == 0:  # type: ignore[attr-defined]
+            raise NotFoundError(
+                f"session {session_id!r} does not exist; create it first "
+                "(uow.sessions.create(..., id=...))"
+            )
+
+    def append(self, session_id: str, message: Mapping[str, Any]) -> int:
+        """Insert one message at the end of the session; returns its row id."""
+        row = message_to_row(session_id, message)
+        self._bump_counters(session_id, 1, tool_call_count(message))
+        result = self._session.execute(_insert, row)
+        return int(result.inserted_primary_key[0])  # type: ignore[attr-defined]
+
+    def append_many(self, session_id: str, messages: Iterable[Mapping[str, Any]]) -> int:
+        """Insert many messages in order with one executemany; returns how many."""
+        batch = list(messages)
+        if not batch:
+            return 0
+        rows = [message_to_row(session_id, m) for m in batch]
+        self._bump_counters(session_id, len(rows), sum(tool_call_count(m) for m in batch))
+        self._session.execute(_insert, rows)
+        return len(rows)
+
+    def list(
+        self,
+        session_id: str,
+        *,
+        include_inactive: bool = False,
+        with_ids: bool = False,
+        after_id: int | None = None,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """The session's messages in replay order (by id); active ones unless asked."""
+        stmt = select(*_columns).where(_messages.c.session_id == session_id)
+        if not include_inactive:
+            stmt = stmt.where(_messages.c.active == 1)
+        if after_id is not None:
+            stmt = stmt.where(_messages.c.id > after_id)
+        stmt = stmt.order_by(_messages.c.id)
+        if limit is not None:
+            stmt = stmt.limit(limit)
+        rows = self._session.execute(stmt).tuples()
+        return [row_to_message(r, with_ids=with_ids) for r in rows]
+
+    def uids(self, session_id: str) -> set[str]:
+        """Every uid stored for the session (active or archived)."""
+        stmt = select(_messages.c.uid).where(_messages.c.session_id == session_id)
+        return set(self._session.execute(stmt).scalars())
+
+    def count(self, session_id: str | None = None, *, include_inactive: bool = True) -> int:
+        stmt = select(func.count()).select_from(_messages)
+        if session_id is not None:
+            stmt = stmt.where(_messages.c.session_id == session_id)
+        if not include_inactive:
+            stmt = stmt.where(_messages.c.active == 1)
+        return int(self._session.execute(stmt).scalar_one())

@@ -1,0 +1,41 @@
+"""state_meta: durable markers of the store's state."""
+
+from __future__ import annotations
+
+import time
+
+from sqlalchemy import delete, select
+from sqlalchemy.dialects.sqlite import insert
+from sqlalchemy.orm import Session
+
+from ..models import state_meta_table
+
+__all__ = ["MetaRepository"]
+
+_meta = state_meta_table
+
+
+class MetaRepository:
+    """Key/value markers (e.g. ``fts_stale``) inside the caller's transaction."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def get(self, key: str) -> str | None:
+        row = self._session.execute(select(_meta.c.value).where(_meta.c.key == key)).first()
+        return None if row is None else row[0]
+
+    def set(self, key: str, value: str | None) -> None:
+        stmt = insert(_meta).values(key=key, value=value, updated_at=time.time())
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[_meta.c.key],
+            set_={"value": stmt.excluded.value, "updated_at": stmt.excluded.updated_at},
+        )
+        self._session.execute(stmt)
+
+    def delete(self, key: str) -> bool:
+        result = self._session.execute(delete(_meta).where(_meta.c.key == key))
+        return bool(result.rowcount)  # type: ignore[attr-defined]
+
+    def all(self) -> dict[str, str | None]:
+        return {k: v for k, v in self._session.execute(select(_meta.c.key, _meta.c.value))}

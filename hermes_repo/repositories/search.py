@@ -1,0 +1,213 @@
+"""Full-text search with a safe query language.
+
+Any text is a valid query. It is split into terms on whitespace (a balanced "double
+quoted" run is one term); every term must match. Terms are passed to FTS5 as quoted
+strings, so nothing a user types (quotes, ``NEAR(``, ``*``, ``-``, ``:``, ``^``,
+``AND/OR/NOT``) acts as an operator, and LIKE patterns are escaped, so ``%``, ``_`` and
+``\\`` are plain characters.
+
+Routing:
+
+* words (no CJK): the unicode61 index. A common term can have 150k hits, and a bm25
+  sort over all of them costs ~200 ms, so ranking is bounded: the candidates are the
+  most recent :data:`CANDIDATE_CAP` matches (FTS5 yields them in rowid order for almost
+  nothing), ranked by bm25. A word query with no hit and terms of 3+ characters falls
+  back to substring search.
+* CJK text and substrings: the trigram index for terms of 3+ characters, most recent
+  first; terms of 1-2 characters (which trigram cannot match) become escaped LIKE
+  conditions, alone or on top of the trigram candidates.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+from ..fts import text_projection
+
+__all__ = [
+    "CANDIDATE_CAP",
+    "MAX_QUERY_CHARS",
+    "SNIPPET_CLOSE",
+    "SNIPPET_OPEN",
+    "SearchHit",
+    "SearchRepository",
+    "fts_phrase",
+    "like_pattern",
+    "parse_query",
+]
+
+CANDIDATE_CAP = 200
+MAX_QUERY_CHARS = 1000
+SNIPPET_OPEN = ">>>"
+SNIPPET_CLOSE = "<<<"
+_SNIPPET_TOKENS = 12
+_SNIPPET_CHARS = 40
+
+_TERM = re.compile(r'"([^"]+)"|(\S+)')
+# CJK ideographs, kana, hangul: unicode61 makes one token of a whole run of these.
+_CJK = re.compile(
+    r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f]"
+)
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One matching message. ``snippet`` marks the hit with >>> and <<<."""
+
+    message_id: int
+    session_id: str
+    role: str
+    snippet: str
+    timestamp: float
+
+
+def parse_query(query: str) -> list[str]:
+    """Split user text into terms; never fails, whatever the text."""
+    terms = []
+    for quoted, bare in _TERM.findall(query[:MAX_QUERY_CHARS]):
+        term = (quoted or bare).strip()
+        if term:
+            terms.append(term)
+    return terms
+
+
+def fts_phrase(term: str) -> str:
+    """A term as an FTS5 string literal: matched as a phrase, never as syntax."""
+    return '"' + term.replace('"', '""') + '"'
+
+
+def like_pattern(term: str) -> str:
+    """A term as a LIKE pattern matching it as a substring, with ``\\`` as the escape."""
+    escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def _has_word_char(term: str) -> bool:
+    return any(ch.isalnum() for ch in term)
+
+
+def _like_snippet(content: str | None, terms: list[str]) -> str:
+    if not content:
+        return ""
+    low = content.lower()
+    for term in terms:
+        at = low.find(term.lower())
+        if at >= 0:
+            start = max(0, at - _SNIPPET_CHARS)
+            end = min(len(content), at + len(term) + _SNIPPET_CHARS)
+            return (
+                ("…" if start else "")
+                + content[start:at]
+                + SNIPPET_OPEN
+                + content[at : at + len(term)]
+                + SNIPPET_CLOSE
+                + content[at + len(term) : end]
+                + ("…" if end < len(content) else "")
+            )
+    return content[: 2 * _SNIPPET_CHARS]
+
+
+class SearchRepository:
+    """Runs searches on a connection (a read transaction is enough)."""
+
+    def __init__(self, connection: Connection) -> None:
+        self._conn = connection
+
+    def search(
+        self,
+        query: str,
+        *,
+        limit: int = 20,
+        session_id: str | None = None,
+        role: str | None = None,
+        include_inactive: bool = False,
+    ) -> list[SearchHit]:
+        terms = parse_query(query)
+        if not terms or limit <= 0:
+            return []
+        filters, params = self._filters(session_id, role, include_inactive)
+        params["limit"] = int(limit)
+        words = all(_has_word_char(t) for t in terms) and not any(_CJK.search(t) for t in terms)
+        if words:
+            hits = self._words(terms, filters, params)
+            if hits or any(len(t) < 3 for t in terms):
+                return hits
+        long_terms = [t for t in terms if len(t) >= 3]
+        if long_terms and role != "tool":  # tool rows are not in the trigram index
+            short = [t for t in terms if len(t) < 3]
+            return self._trigram(long_terms, short, filters, params)
+        return self._like(terms, filters, params)
+
+    @staticmethod
+    def _filters(
+        session_id: str | None, role: str | None, include_inactive: bool
+    ) -> tuple[str, dict[str, Any]]:
+        clauses, params = [], {}
+        if not include_inactive:
+            clauses.append("m.active = 1")
+        if session_id is not None:
+            clauses.append("m.session_id = :session_id")
+            params["session_id"] = session_id
+        if role is not None:
+            clauses.append("m.role = :role")
+            params["role"] = role
+        return "".join(f" AND {c}" for c in clauses), params
+
+    def _run(self, sql: str, params: dict[str, Any]) -> list[SearchHit]:
+        rows = self._conn.execute(text(sql), params).tuples()
+        return [SearchHit(int(r[0]), r[1], r[2], r[3] or "", float(r[4])) for r in rows]
+
+    def _words(self, terms: list[str], filters: str, params: dict[str, Any]) -> list[SearchHit]:
+        match = " ".join(fts_phrase(t) for t in terms if _has_word_char(t))
+        sql = (
+            "SELECT c.id, c.session_id, c.role, c.snip, c.timestamp FROM ("
+            " SELECT m.id AS id, m.session_id AS session_id, m.role AS role,"
+            " m.timestamp AS timestamp, bm25(messages_fts) AS score,"
+            f" snippet(messages_fts, -1, '{SNIPPET_OPEN}', '{SNIPPET_CLOSE}', '…',"
+            f" {_SNIPPET_TOKENS}) AS snip"
+            " FROM messages_fts JOIN messages AS m ON m.id = messages_fts.rowid"
+            f" WHERE messages_fts MATCH :match{filters}"
+            " ORDER BY messages_fts.rowid DESC LIMIT :cap"
+            ") AS c ORDER BY c.score, c.id DESC LIMIT :limit"
+        )
+        return self._run(sql, {**params, "match": match, "cap": CANDIDATE_CAP})
+
+    def _trigram(
+        self, long_terms: list[str], short: list[str], filters: str, params: dict[str, Any]
+    ) -> list[SearchHit]:
+        params = {**params, "match": " ".join(fts_phrase(t) for t in long_terms)}
+        likes = ""
+        for i, term in enumerate(short):
+            likes += f" AND {text_projection('m')} LIKE :p{i} ESCAPE '\\'"
+            params[f"p{i}"] = like_pattern(term)
+        sql = (
+            "SELECT m.id, m.session_id, m.role,"
+            f" snippet(messages_fts_trigram, 0, '{SNIPPET_OPEN}', '{SNIPPET_CLOSE}', '…',"
+            f" {_SNIPPET_TOKENS}), m.timestamp"
+            " FROM messages_fts_trigram JOIN messages AS m ON m.id = messages_fts_trigram.rowid"
+            f" WHERE messages_fts_trigram MATCH :match{filters}{likes}"
+            " ORDER BY messages_fts_trigram.rowid DESC LIMIT :limit"
+        )
+        return self._run(sql, params)
+
+    def _like(self, terms: list[str], filters: str, params: dict[str, Any]) -> list[SearchHit]:
+        """Substring search over the canonical rows (also the path when FTS is detached)."""
+        params = dict(params)
+        likes = ""
+        for i, term in enumerate(terms):
+            likes += f" AND {text_projection('m')} LIKE :p{i} ESCAPE '\\'"
+            params[f"p{i}"] = like_pattern(term)
+        sql = (
+            f"SELECT m.id, m.session_id, m.role, {text_projection('m')}, m.timestamp"
+            f" FROM messages AS m WHERE 1 = 1{filters}{likes}"
+            " ORDER BY m.id DESC LIMIT :limit"
+        )
+        rows = self._conn.execute(text(sql), params).tuples()
+        return [
+            SearchHit(int(r[0]), r[1], r[2], _like_snippet(r[3], terms), float(r[4])) for r in rows
+        ]

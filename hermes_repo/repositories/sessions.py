@@ -1,0 +1,97 @@
+"""Sessions: create, read, list, end."""
+
+from __future__ import annotations
+
+import time
+
+from sqlalchemy import func, insert, select, update
+from sqlalchemy.orm import Session
+
+from ..errors import IntegrityViolation, NotFoundError
+from ..ids import new_session_id, validate_session_id
+from ..models import AgentSession, sessions_table
+
+__all__ = ["SessionRepository"]
+
+_sessions = sessions_table
+
+
+class SessionRepository:
+    """Reads and writes ``sessions`` rows inside the caller's transaction."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def create(
+        self,
+        source: str = "cli",
+        *,
+        id: str | None = None,
+        user_id: str | None = None,
+        model: str | None = None,
+        title: str | None = None,
+        parent_session_id: str | None = None,
+        started_at: float | None = None,
+    ) -> str:
+        """Create a session and return its id (generated when not given)."""
+        sid = validate_session_id(id) if id is not None else new_session_id()
+        if self.exists(sid):
+            raise IntegrityViolation(f"session {sid!r} already exists")
+        self._session.execute(
+            insert(_sessions).values(
+                id=sid,
+                source=source,
+                user_id=user_id,
+                model=model,
+                title=title,
+                parent_session_id=parent_session_id,
+                started_at=time.time() if started_at is None else started_at,
+            )
+        )
+        return sid
+
+    def ensure(
+        self, session_id: str, *, source: str = "cli", started_at: float | None = None
+    ) -> bool:
+        """Create the session if it is missing; True when it was created."""
+        if self.exists(session_id):
+            return False
+        self.create(source, id=session_id, started_at=started_at)
+        return True
+
+    def exists(self, session_id: str) -> bool:
+        stmt = select(_sessions.c.id).where(_sessions.c.id == session_id)
+        return self._session.execute(stmt).first() is not None
+
+    def get(self, session_id: str) -> AgentSession | None:
+        return self._session.get(AgentSession, session_id)
+
+    def require(self, session_id: str) -> AgentSession:
+        found = self.get(session_id)
+        if found is None:
+            raise NotFoundError(
+                f"session {session_id!r} does not exist; "
+                "list sessions with `hermes-repo sessions list`"
+            )
+        return found
+
+    def list(
+        self, *, limit: int = 50, offset: int = 0, source: str | None = None
+    ) -> list[AgentSession]:
+        """Sessions, most recently started first."""
+        stmt = select(AgentSession).order_by(AgentSession.started_at.desc(), AgentSession.id.desc())
+        if source is not None:
+            stmt = stmt.where(AgentSession.source == source)
+        return list(self._session.scalars(stmt.limit(limit).offset(offset)))
+
+    def count(self) -> int:
+        return int(self._session.execute(select(func.count()).select_from(_sessions)).scalar_one())
+
+    def end(self, session_id: str, reason: str | None = None, *, at: float | None = None) -> None:
+        result = self._session.execute(
+            update(_sessions)
+            .where(_sessions.c.id == session_id)
+            .values(ended_at=time.time() if at is None else at, end_reason=reason)
+        )
+        if result.rowcount == 0:  # type: ignore[attr-defined]
+            raise NotFoundError(f"session {session_id!r} does not exist")
