@@ -1,0 +1,310 @@
+"""Pure repair of a replayed transcript of OpenAI-style message dicts.
+
+Providers reject transcripts that contain two user turns in a row, two assistant turns
+in a row, or a tool result that does not answer a call of the assistant turn just before
+it. Crashes and retries produce exactly such transcripts, so before replay the sequence
+is repaired:
+
+* consecutive assistant turns merge into the first (text, tool calls, reasoning);
+* consecutive user turns merge into the first (text and every multimodal part);
+* tool results that answer no open call are dropped (orphans and duplicates).
+
+The repair never invents content, never touches ``display_only`` rows (they are outside
+the replayed sequence) and never loses user text. It is pure: the caller gets the
+repaired list together with a :class:`RepairPlan` that describes exactly which rows
+change and which leave the replay, so a store can persist the same transformation and
+audit it.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+__all__ = [
+    "RULES",
+    "RULE_DUPLICATE_TOOL",
+    "RULE_MERGE_ASSISTANT",
+    "RULE_MERGE_USER",
+    "RULE_ORPHAN_TOOL",
+    "UPDATABLE_FIELDS",
+    "Removal",
+    "RepairPlan",
+    "RepairResult",
+    "SurvivorUpdate",
+    "apply_plan",
+    "repair_transcript",
+    "violations",
+]
+
+RULE_MERGE_ASSISTANT: Final = "merge_assistant"
+"""An assistant turn merged into the assistant turn before it."""
+RULE_MERGE_USER: Final = "merge_user"
+"""A user turn merged into the user turn before it."""
+RULE_ORPHAN_TOOL: Final = "orphan_tool_result"
+"""A tool result that answers no call of the assistant turn before it."""
+RULE_DUPLICATE_TOOL: Final = "duplicate_tool_result"
+"""A second tool result for a call that already has one."""
+RULES: Final = (RULE_MERGE_ASSISTANT, RULE_MERGE_USER, RULE_ORPHAN_TOOL, RULE_DUPLICATE_TOOL)
+"""Every rule name a :class:`Removal` can carry."""
+
+UPDATABLE_FIELDS: Final = ("content", "tool_calls", "reasoning", "reasoning_details", "api_content")
+"""The only keys a repair ever changes on a surviving row."""
+
+_MERGE_RULES: Final = {"user": RULE_MERGE_USER, "assistant": RULE_MERGE_ASSISTANT}
+_TEXT_SEPARATORS: Final = {"user": "\n\n", "assistant": "\n"}
+
+
+@dataclass(frozen=True)
+class SurvivorUpdate:
+    """New values for a row that stays in the replay but absorbed other rows."""
+
+    index: int
+    """Position of the surviving row in the input list."""
+    fields: dict[str, Any]
+    """Final values of the keys that change (a subset of UPDATABLE_FIELDS); None clears."""
+
+
+@dataclass(frozen=True)
+class Removal:
+    """A row that leaves the replay, and why."""
+
+    index: int
+    """Position of the removed row in the input list."""
+    rule: str
+    """One of RULES."""
+    survivor_index: int | None
+    """Input position of the row it was merged into; None for a dropped tool result."""
+
+
+@dataclass(frozen=True)
+class RepairPlan:
+    """The exact transformation a repair applies to its input."""
+
+    updates: tuple[SurvivorUpdate, ...]
+    removals: tuple[Removal, ...]
+
+    @property
+    def repairs(self) -> int:
+        """Number of repair actions; each one removes exactly one row from the replay."""
+        return len(self.removals)
+
+    @property
+    def changed(self) -> bool:
+        """Whether applying the plan changes the transcript at all."""
+        return bool(self.updates or self.removals)
+
+
+@dataclass(frozen=True)
+class RepairResult:
+    """The repaired transcript and the plan that produces it from the input."""
+
+    messages: list[dict[str, Any]]
+    plan: RepairPlan
+
+
+def _is_display(row: Mapping[str, Any]) -> bool:
+    return bool(row.get("display_only"))
+
+
+def _call_id(call: Any) -> Any:
+    return call.get("id") if isinstance(call, Mapping) else None
+
+
+def _call_ids(tool_calls: Any) -> set[Any]:
+    if not isinstance(tool_calls, list):
+        return set()
+    return {cid for cid in map(_call_id, tool_calls) if cid is not None}
+
+
+def _tool_rule(row: Mapping[str, Any], known: set[Any] | None, open_ids: set[Any]) -> str | None:
+    """Return the rule a tool row violates, or None when it answers an open call."""
+    call_id = row.get("tool_call_id")
+    if known is None or call_id is None:
+        return RULE_ORPHAN_TOOL
+    if call_id in open_ids:
+        return None
+    return RULE_DUPLICATE_TOOL if call_id in known else RULE_ORPHAN_TOOL
+
+
+def _as_parts(content: Any) -> list[Any]:
+    if content is None:
+        return []
+    if isinstance(content, list):
+        return copy.deepcopy(content)
+    text = content if isinstance(content, str) else str(content)
+    return [{"type": "text", "text": text}] if text else []
+
+
+def _merge_content(first: Any, second: Any, separator: str) -> Any:
+    if isinstance(first, list) or isinstance(second, list):
+        # A provider accepts either a string or a part list, never a mix: the string
+        # side is promoted so no image or other part is lost.
+        return _as_parts(first) + _as_parts(second)
+    texts = [c if isinstance(c, str) else str(c) for c in (first, second) if c is not None]
+    texts = [t for t in texts if t]
+    if not texts:
+        # Nothing to add: keep the survivor's own empty value rather than invent one.
+        return first
+    return separator.join(texts)
+
+
+def _unite_calls(first: Any, second: Any) -> list[Any] | None:
+    calls: list[Any] = []
+    seen: set[Any] = set()
+    for source in (first, second):
+        if not isinstance(source, list):
+            continue
+        for call in source:
+            cid = _call_id(call)
+            if cid is not None:
+                # A repeated id is the same call re-sent by a retry: the first copy is
+                # the one its tool result answers.
+                if cid in seen:
+                    continue
+                seen.add(cid)
+            calls.append(copy.deepcopy(call))
+    return calls or None
+
+
+def _first_nonempty(first: Any, second: Any) -> Any:
+    if first:
+        return first
+    return copy.deepcopy(second) if second else first
+
+
+def _set(row: dict[str, Any], key: str, value: Any) -> None:
+    # Missing means None: never add an explicit None where the key was absent, so the
+    # row stays equal to the input row patched with the plan.
+    if value is None and key not in row:
+        return
+    row[key] = value
+
+
+def _merge_into(survivor: dict[str, Any], other: Mapping[str, Any], role: str) -> None:
+    _set(
+        survivor,
+        "content",
+        _merge_content(survivor.get("content"), other.get("content"), _TEXT_SEPARATORS[role]),
+    )
+    if role == "assistant":
+        _set(
+            survivor,
+            "tool_calls",
+            _unite_calls(survivor.get("tool_calls"), other.get("tool_calls")),
+        )
+        for key in ("reasoning", "reasoning_details"):
+            _set(survivor, key, _first_nonempty(survivor.get(key), other.get(key)))
+    # The sidecar was the exact payload of the survivor alone; after a merge it no
+    # longer matches the content, and replaying it would silently drop the merged text.
+    _set(survivor, "api_content", None)
+
+
+def repair_transcript(messages: Sequence[Mapping[str, Any]]) -> RepairResult:
+    """Repair a transcript for replay; the input is never mutated.
+
+    A single left-to-right walk reaches the fixpoint the rules define: every merge goes
+    into the last surviving row, and a dropped tool row never enters the output, so an
+    assistant (or user) that follows only dropped rows merges straight away and the
+    tool results after it are checked against the merged call list. Repairing the
+    result again is therefore a no-op.
+    """
+    rows = [copy.deepcopy(dict(m)) for m in messages]
+    removals: list[Removal] = []
+    survivors: set[int] = set()
+    last: int | None = None  # last surviving row of the replayed sequence
+    known: set[Any] | None = None  # call ids of the assistant turn tool rows may answer
+    open_ids: set[Any] = set()  # those of them still without a result
+
+    for index, row in enumerate(rows):
+        if _is_display(row):
+            continue
+        role = row.get("role")
+        if role == "tool":
+            rule = _tool_rule(row, known, open_ids)
+            if rule is not None:
+                removals.append(Removal(index, rule, None))
+                continue
+            open_ids.discard(row.get("tool_call_id"))
+        elif role in _MERGE_RULES and last is not None and rows[last].get("role") == role:
+            _merge_into(rows[last], row, role)
+            removals.append(Removal(index, _MERGE_RULES[role], last))
+            survivors.add(last)
+            if role == "assistant":
+                # No result can have been consumed yet: the survivor is the last row.
+                known = _call_ids(rows[last].get("tool_calls"))
+                open_ids = set(known)
+            continue
+        elif role == "assistant":
+            known = _call_ids(row.get("tool_calls"))
+            open_ids = set(known)
+        else:
+            known = None
+        last = index
+
+    updates: list[SurvivorUpdate] = []
+    for index in sorted(survivors):
+        fields = {
+            key: copy.deepcopy(rows[index].get(key))
+            for key in UPDATABLE_FIELDS
+            if rows[index].get(key) != messages[index].get(key)
+        }
+        if fields:
+            updates.append(SurvivorUpdate(index, fields))
+    removed = {r.index for r in removals}
+    repaired = [row for index, row in enumerate(rows) if index not in removed]
+    return RepairResult(repaired, RepairPlan(tuple(updates), tuple(removals)))
+
+
+def apply_plan(messages: Sequence[Mapping[str, Any]], plan: RepairPlan) -> list[dict[str, Any]]:
+    """Apply a plan to the rows it was computed from; the input is never mutated.
+
+    This is what a store does with a persisted plan: patch the surviving rows and leave
+    the removed ones out of the replay.
+    """
+    rows = [copy.deepcopy(dict(m)) for m in messages]
+    for update in plan.updates:
+        rows[update.index].update(copy.deepcopy(update.fields))
+    removed = {r.index for r in plan.removals}
+    return [row for index, row in enumerate(rows) if index not in removed]
+
+
+def violations(messages: Sequence[Mapping[str, Any]]) -> list[tuple[int, str]]:
+    """List ``(input index, rule)`` for every violation present in the list as given.
+
+    Read-only. Tool rows are checked against the run of consecutive assistant turns
+    before them (that run is one turn once merged). Fixing a violation can expose
+    another (dropping an orphan can make two users adjacent), which
+    :func:`repair_transcript` fixes too; so the list is empty exactly when a repair
+    would change nothing.
+    """
+    found: list[tuple[int, str]] = []
+    last_role: Any = None
+    known: set[Any] | None = None
+    open_ids: set[Any] = set()
+    for index, row in enumerate(messages):
+        if _is_display(row):
+            continue
+        role = row.get("role")
+        if role == "tool":
+            rule = _tool_rule(row, known, open_ids)
+            if rule is None:
+                open_ids.discard(row.get("tool_call_id"))
+            else:
+                found.append((index, rule))
+        elif role in _MERGE_RULES and role == last_role:
+            found.append((index, _MERGE_RULES[role]))
+            if role == "assistant" and known is not None:
+                # Same as the repair: later duplicates of an id add nothing.
+                fresh = _call_ids(row.get("tool_calls")) - known
+                known |= fresh
+                open_ids |= fresh
+        elif role == "assistant":
+            known = _call_ids(row.get("tool_calls"))
+            open_ids = set(known)
+        else:
+            known = None
+        last_role = role
+    return found
