@@ -80,7 +80,7 @@ class MessageRepository:
         stmt = stmt.order_by(_messages.c.id)
         if limit is not None:
             stmt = stmt.limit(limit)
-        rows = self._session.execute(stmt).tuples()
+        rows = self._session.execute(stmt)
         return [row_to_message(r, with_ids=with_ids) for r in rows]
 
     def uids(self, session_id: str) -> set[str]:

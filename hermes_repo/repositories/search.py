@@ -69,7 +69,8 @@ class SearchHit:
 def parse_query(query: str) -> list[str]:
     """Split user text into terms; never fails, whatever the text."""
     terms = []
-    for quoted, bare in _TERM.findall(query[:MAX_QUERY_CHARS]):
+    # A NUL ends a C string: FTS5 would see an unterminated phrase.
+    for quoted, bare in _TERM.findall(query[:MAX_QUERY_CHARS].replace("\x00", " ")):
         term = (quoted or bare).strip()
         if term:
             terms.append(term)
@@ -159,7 +160,7 @@ class SearchRepository:
         return "".join(f" AND {c}" for c in clauses), params
 
     def _run(self, sql: str, params: dict[str, Any]) -> list[SearchHit]:
-        rows = self._conn.execute(text(sql), params).tuples()
+        rows = self._conn.execute(text(sql), params)
         return [SearchHit(int(r[0]), r[1], r[2], r[3] or "", float(r[4])) for r in rows]
 
     def _words(self, terms: list[str], filters: str, params: dict[str, Any]) -> list[SearchHit]:
@@ -207,7 +208,7 @@ class SearchRepository:
             f" FROM messages AS m WHERE 1 = 1{filters}{likes}"
             " ORDER BY m.id DESC LIMIT :limit"
         )
-        rows = self._conn.execute(text(sql), params).tuples()
+        rows = self._conn.execute(text(sql), params)
         return [
             SearchHit(int(r[0]), r[1], r[2], _like_snippet(r[3], terms), float(r[4])) for r in rows
         ]

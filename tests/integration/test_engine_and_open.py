@@ -1,0 +1,146 @@
+"""Engine hooks, file safety, driver choice, and the schema gate of StateStore.open."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from hermes_repo import SchemaMismatchError, StateStore, UnsafePathError
+from hermes_repo.engine import select_driver
+from hermes_repo.ops import migrate
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_new_store_is_built_at_head_with_private_file_modes(tmp_path: Path) -> None:
+    home = tmp_path / "new-home"
+    with StateStore.open(home) as store:
+        store.append_message(_session(store), {"role": "user", "content": "x"})
+        assert store.health().at_head
+        assert _mode(home) == 0o700
+        for name in ("state.db", "state.db-wal", "state.db-shm"):
+            if (home / name).exists():
+                assert _mode(home / name) == 0o600, name
+
+
+def _session(store: StateStore) -> str:
+    with store.unit_of_work() as uow:
+        sid = uow.sessions.create()
+        uow.commit()
+    return sid
+
+
+def test_symlink_in_place_of_state_db_is_refused(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (tmp_path / "elsewhere.db").write_bytes(b"")
+    (home / "state.db").symlink_to(tmp_path / "elsewhere.db")
+    with pytest.raises(UnsafePathError, match="symlink"):
+        StateStore.open(home)
+
+
+def test_connections_carry_the_store_pragmas(store: StateStore) -> None:
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 1  # NORMAL
+        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 1000
+        mode = conn.exec_driver_sql("PRAGMA journal_mode").scalar()
+    assert mode == store.driver.journal_mode.lower()
+
+
+def test_writer_unit_takes_the_write_lock_at_begin(store: StateStore) -> None:
+    module = store.driver.module
+    with store.unit_of_work() as uow:
+        uow.sessions.count()  # starts the transaction: BEGIN IMMEDIATE
+        other = module.connect(str(store.path), timeout=0, isolation_level=None)
+        try:
+            with pytest.raises(module.OperationalError) as caught:
+                other.execute("BEGIN IMMEDIATE")
+            assert caught.value.sqlite_errorcode & 0xFF == 5  # SQLITE_BUSY
+        finally:
+            other.close()
+
+
+def test_health_reports_the_sqlite_in_use_and_the_wal_reset_fix(store: StateStore) -> None:
+    health = store.health()
+    assert health.sqlite_version == store.driver.sqlite_version
+    fixed = tuple(int(p) for p in health.sqlite_version.split(".")) >= (3, 51, 3)
+    assert health.sqlite_has_wal_fix is fixed
+    assert health.journal_mode == ("wal" if fixed else "delete")
+
+
+def test_vulnerable_sqlite_gets_a_rollback_journal(tmp_path: Path) -> None:
+    driver = select_driver("stdlib")
+    if driver.has_wal_reset_fix:
+        pytest.skip("the standard sqlite3 here already has the WAL-reset fix")
+    with StateStore.open(tmp_path / "home", driver="stdlib") as store:
+        health = store.health()
+        assert health.driver == "stdlib"
+        assert health.journal_mode == "delete"
+        assert not health.sqlite_has_wal_fix
+        assert any("WAL-reset" in note for note in health.notes)
+
+
+def _future_scripts(tmp_path: Path) -> Path:
+    scripts = tmp_path / "scripts"
+    shutil.copytree(migrate.migrations_dir(), scripts)
+    (scripts / "versions" / "0002_next.py").write_text(
+        '"""A later revision."""\n'
+        "from alembic import op\n"
+        'revision = "0002_next"\n'
+        'down_revision = "0001_initial"\n'
+        "branch_labels = None\n"
+        "depends_on = None\n"
+        "def upgrade():\n"
+        '    op.execute("CREATE INDEX ix_messages_role ON messages (role)")\n'
+        "def downgrade():\n"
+        '    op.execute("DROP INDEX ix_messages_role")\n'
+    )
+    return scripts
+
+
+def test_store_behind_head_is_refused_with_the_upgrade_command(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scripts = _future_scripts(tmp_path)
+    monkeypatch.setattr(migrate, "migrations_dir", lambda: scripts)
+    with pytest.raises(SchemaMismatchError, match=r"hermes-repo .*db upgrade"):
+        StateStore.open(home)
+    with StateStore.open(home, upgrade=True) as store:
+        assert store.health().revision == "0002_next"
+
+
+def test_store_ahead_of_the_code_is_always_refused(home: Path) -> None:
+    with StateStore.open(home) as store, store.engine.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = '9999_future'"))
+    for upgrade in (False, True):
+        with pytest.raises(SchemaMismatchError, match="newer than this version"):
+            StateStore.open(home, upgrade=upgrade)
+
+
+def test_foreign_database_is_refused_not_migrated(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    module = select_driver().module
+    conn = module.connect(str(home / "state.db"))
+    conn.execute("CREATE TABLE something (x)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(SchemaMismatchError, match="not a hermes_repo store"):
+        StateStore.open(home)
+
+
+def test_zero_byte_state_db_is_built_at_head(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    fd = os.open(home / "state.db", os.O_CREAT | os.O_WRONLY, 0o600)
+    os.close(fd)
+    with StateStore.open(home) as store:
+        assert store.health().at_head

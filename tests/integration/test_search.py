@@ -1,0 +1,146 @@
+"""Search: words, CJK, substrings, filters, and hostile text that never breaks a query."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import text
+
+from hermes_repo import StateStore
+from hermes_repo.repositories.search import SNIPPET_CLOSE, SNIPPET_OPEN
+
+
+@pytest.fixture
+def corpus(store: StateStore) -> dict[str, str]:
+    with store.unit_of_work() as uow:
+        a = uow.sessions.create(id="sess-a")
+        b = uow.sessions.create(id="sess-b")
+        uow.messages.append_many(
+            a,
+            [
+                {"role": "user", "content": "How do I configure the zebracorn daemon?"},
+                {"role": "assistant", "content": "Edit zebracorn.toml and restart it."},
+                {"role": "user", "content": "今天天气很好，我们去公园散步吧"},
+                {
+                    "role": "tool",
+                    "content": "100% done_with_underscores \\path\\x",
+                    "tool_name": "sh",
+                },
+                {"role": "user", "content": "Café déjà vu"},
+            ],
+        )
+        uow.messages.append_many(
+            b,
+            [
+                {"role": "user", "content": "zebracorn in another session"},
+                {"role": "assistant", "content": [{"type": "text", "text": "北京欢迎你"}]},
+            ],
+        )
+        uow.commit()
+    return {"a": a, "b": b}
+
+
+def _ids(hits: list) -> list[str]:
+    return [h.session_id + ":" + h.role for h in hits]
+
+
+def test_english_word_finds_every_session_with_marked_snippets(
+    store: StateStore, corpus: dict
+) -> None:
+    hits = store.search("zebracorn")
+    assert sorted(_ids(hits)) == ["sess-a:assistant", "sess-a:user", "sess-b:user"]
+    assert all(f"{SNIPPET_OPEN}zebracorn{SNIPPET_CLOSE}" in h.snippet.lower() for h in hits)
+
+
+def test_words_ignore_case_and_diacritics(store: StateStore, corpus: dict) -> None:
+    assert len(store.search("CAFE deja")) == 1
+
+
+def test_chinese_three_or_more_characters_uses_the_trigram_index(
+    store: StateStore, corpus: dict
+) -> None:
+    (hit,) = store.search("去公园")
+    assert hit.session_id == "sess-a" and SNIPPET_OPEN in hit.snippet
+    (hit,) = store.search("欢迎你")  # inside a multimodal text part
+    assert hit.session_id == "sess-b"
+
+
+@pytest.mark.parametrize(
+    "query,expected", [("公园", ["sess-a:user"]), ("京", ["sess-b:assistant"])]
+)
+def test_one_and_two_character_chinese_queries_are_answered(
+    store: StateStore, corpus: dict, query: str, expected: list[str]
+) -> None:
+    assert _ids(store.search(query)) == expected
+
+
+def test_substring_falls_back_to_trigram(store: StateStore, corpus: dict) -> None:
+    assert len(store.search("ebraco")) == 3
+
+
+def test_filters_by_session_and_role(store: StateStore, corpus: dict) -> None:
+    assert _ids(store.search("zebracorn", session_id="sess-b")) == ["sess-b:user"]
+    assert _ids(store.search("zebracorn", role="assistant")) == ["sess-a:assistant"]
+
+
+def test_inactive_rows_are_excluded_unless_asked(store: StateStore, corpus: dict) -> None:
+    with store.unit_of_work() as uow:
+        uow.session.execute(text("UPDATE messages SET active = 0 WHERE session_id = 'sess-b'"))
+        uow.commit()
+    assert _ids(store.search("zebracorn", session_id="sess-b")) == []
+    assert _ids(store.search("zebracorn", session_id="sess-b", include_inactive=True)) == [
+        "sess-b:user"
+    ]
+    assert store.search("北京") == []
+
+
+@pytest.mark.parametrize("query", ["%", "_", "\\", "100%", "done_with"])
+def test_like_wildcards_are_literal(store: StateStore, corpus: dict, query: str) -> None:
+    hits = store.search(query)
+    assert [h.role for h in hits] == ["tool"]
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        '"',
+        '"unbalanced',
+        "NEAR(",
+        "NEAR(a b)",
+        "*",
+        "a*",
+        "-",
+        "-zebracorn",
+        ":",
+        "content:x",
+        "^",
+        "^zebracorn",
+        "AND",
+        "OR NOT",
+        "zebracorn AND",
+        "()",
+        "''",
+        "{}",
+        "[",
+        "+",
+        "'; DROP TABLE",
+    ],
+)
+def test_operator_characters_are_plain_text(store: StateStore, corpus: dict, query: str) -> None:
+    store.search(query)  # never raises
+
+
+def test_operators_do_not_act(store: StateStore, corpus: dict) -> None:
+    # "-zebracorn" is not "NOT zebracorn", and OR is a word, not a disjunction.
+    assert len(store.search("zebracorn OR nothingmatches")) == 0
+    assert store.search("NEAR(") == []
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(query=st.text(max_size=60))
+def test_hostile_queries_never_raise(store: StateStore, corpus: dict, query: str) -> None:
+    hits = store.search(query, limit=5)
+    assert len(hits) <= 5

@@ -1,0 +1,157 @@
+"""The schema is built only by Alembic, in one transaction, and matches the models."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from alembic import command
+from sqlalchemy import Engine, inspect, text
+from sqlalchemy.pool import NullPool
+
+from hermes_repo import fts
+from hermes_repo.engine import WRITE_OPTION, create_store_engine
+from hermes_repo.ops import migrate
+
+ROOT = Path(__file__).resolve().parents[2]
+
+EXPECTED_TABLES = {"alembic_version", "sessions", "messages", "state_meta"}
+EXPECTED_INDEXES = {
+    "ix_sessions_started_at",
+    "ix_sessions_parent_session_id",
+    "ix_messages_session_id_id",
+    "ix_messages_session_id_active_id",
+}
+EXPECTED_TRIGGERS = {
+    "messages_fts_insert",
+    "messages_fts_update",
+    "messages_fts_delete",
+    "messages_fts_trigram_insert",
+    "messages_fts_trigram_update",
+    "messages_fts_trigram_delete",
+}
+
+
+def _engine(path: Path) -> Engine:
+    return create_store_engine(path, poolclass=NullPool)
+
+
+def _objects(engine: Engine) -> dict[str, set[str]]:
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text("SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")
+        ).all()
+    out: dict[str, set[str]] = {}
+    for type_, name in rows:
+        out.setdefault(type_, set()).add(name)
+    return out
+
+
+def test_empty_file_upgrades_to_exactly_the_expected_schema(tmp_path: Path) -> None:
+    engine = _engine(tmp_path / "state.db")
+    migrate.upgrade(engine)
+    objs = _objects(engine)
+    fts_tables = {n for ix in fts.INDEXES for n in (ix.name, *ix.shadow_tables)}
+    assert objs["table"] == EXPECTED_TABLES | fts_tables
+    assert objs["trigger"] == EXPECTED_TRIGGERS
+    assert objs["view"] == {"messages_fts_src", "messages_fts_trigram_src"}
+    assert objs["index"] >= EXPECTED_INDEXES
+    with engine.connect() as conn:
+        assert migrate.current_revision(conn) == migrate.head_revision()
+        uniques = inspect(conn).get_unique_constraints("messages")
+    assert [u["column_names"] for u in uniques] == [["session_id", "uid"]]
+
+
+def test_head_to_base_to_head_round_trips(tmp_path: Path) -> None:
+    engine = _engine(tmp_path / "state.db")
+    migrate.upgrade(engine)
+    migrate.downgrade(engine, "base")
+    assert _objects(engine) == {"table": {"alembic_version"}}
+    migrate.upgrade(engine)
+    assert _objects(engine)["trigger"] == EXPECTED_TRIGGERS
+
+
+def test_models_and_migrations_have_no_drift(tmp_path: Path) -> None:
+    engine = _engine(tmp_path / "state.db")
+    migrate.upgrade(engine)
+    assert migrate.check(engine) is None
+
+
+def test_runtime_fts_ddl_equals_what_the_migration_created(tmp_path: Path) -> None:
+    engine = _engine(tmp_path / "state.db")
+    migrate.upgrade(engine)
+    with engine.connect() as conn:
+        stored = dict(
+            conn.execute(text("SELECT name, sql FROM sqlite_master WHERE sql IS NOT NULL")).all()
+        )
+    for ix in fts.INDEXES:
+        view, table, *triggers = (ix.view_ddl(), ix.table_ddl(), *ix.trigger_ddl())
+        assert stored[ix.source_view] == view
+        assert stored[ix.name] == table
+        for name, ddl in zip(ix.trigger_names, triggers, strict=True):
+            assert stored[name] == ddl
+
+
+def test_failing_migration_leaves_no_half_applied_schema(tmp_path: Path) -> None:
+    scripts = tmp_path / "migrations"
+    shutil.copytree(migrate.migrations_dir(), scripts)
+    (scripts / "versions" / "0002_broken.py").write_text(
+        '"""A revision that fails halfway."""\n'
+        "from alembic import op\n"
+        'revision = "0002_broken"\n'
+        'down_revision = "0001_initial"\n'
+        "branch_labels = None\n"
+        "depends_on = None\n"
+        "def upgrade():\n"
+        '    op.execute("CREATE TABLE half_applied (x INTEGER)")\n'
+        '    op.execute("CREATE INDEX ix_half ON half_applied (x)")\n'
+        '    op.execute("INSERT INTO no_such_table VALUES (1)")\n'
+        "def downgrade():\n"
+        "    pass\n"
+    )
+    engine = _engine(tmp_path / "state.db")
+    migrate.upgrade(engine)
+    cfg_conn = engine.execution_options(**{WRITE_OPTION: True}).connect()
+    try:
+        cfg = migrate.alembic_config(cfg_conn)
+        cfg.set_main_option("script_location", str(scripts))
+        with pytest.raises(Exception, match="no_such_table"):
+            command.upgrade(cfg, "head")
+    finally:
+        cfg_conn.close()
+    objs = _objects(engine)
+    assert "half_applied" not in objs["table"]
+    with engine.connect() as conn:
+        assert migrate.current_revision(conn) == "0001_initial"
+
+
+def test_alembic_command_line_upgrades_downgrades_and_checks(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    alembic = [sys.executable, "-m", "alembic", "-x", f"url={url}"]
+    for args in (["upgrade", "head"], ["check"], ["downgrade", "base"], ["upgrade", "head"]):
+        done = subprocess.run(
+            [*alembic, *args], cwd=ROOT, capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 0, done.stderr
+    done = subprocess.run(
+        [*alembic, "current"], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert migrate.head_revision() in done.stdout
+
+
+def test_alembic_without_url_uses_hermes_home(tmp_path: Path) -> None:
+    home = tmp_path / "hh"
+    env = {"HERMES_HOME": str(home), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(
+        [sys.executable, "-m", "alembic", "upgrade", "head"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (home / "state.db").is_file()
