@@ -18,9 +18,11 @@ from .models import ROLES
 
 __all__ = [
     "MESSAGE_COLUMNS",
+    "content_columns",
     "dumps",
     "message_to_row",
     "new_uid",
+    "parts_text",
     "row_to_message",
     "tool_call_count",
 ]
@@ -86,6 +88,27 @@ def tool_call_count(message: Mapping[str, Any]) -> int:
     return len(calls) if isinstance(calls, list) else 0
 
 
+def content_columns(content: Any) -> dict[str, str | None]:
+    """Column values for a message's content: text, or JSON parts plus their searchable text.
+
+    Every writer of ``content`` (append, repair) goes through here, so the indexed
+    projection of a row is always derived the same way.
+    """
+    if content is None or isinstance(content, str):
+        return {"content": content, "content_parts": None, "content_text": None}
+    return {"content": None, "content_parts": dumps(content), "content_text": parts_text(content)}
+
+
+def parts_text(content: Any) -> str | None:
+    """The text of multimodal parts (``{"type": "text", "text": ...}``) joined by spaces."""
+    if not isinstance(content, list):
+        return None
+    texts = [
+        p["text"] for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str)
+    ]
+    return " ".join(texts) if texts else None
+
+
 def message_to_row(
     session_id: str, message: Mapping[str, Any], *, now: float | None = None
 ) -> dict[str, Any]:
@@ -123,8 +146,7 @@ def message_to_row(
         "session_id": session_id,
         "uid": str(uid),
         "role": role,
-        "content": content if isinstance(content, str) else None,
-        "content_parts": None if content is None or isinstance(content, str) else dumps(content),
+        **content_columns(content),
         "tool_calls": None if message.get("tool_calls") is None else dumps(message["tool_calls"]),
         "tool_call_id": message.get("tool_call_id"),
         "tool_name": tool_name,

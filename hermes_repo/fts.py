@@ -10,7 +10,8 @@ Two external-content FTS5 indexes sit over ``messages``:
   index (and to the LIKE path for 1-2 character queries).
 
 Each index reads its rows through a view (``*_src``) that projects a message to the
-indexed text: for multimodal content it joins the ``text`` parts. The triggers write the
+indexed text: its text content, or for multimodal content the joined ``text`` parts
+(stored in ``content_text`` when the row is written). The triggers write the
 same projection from ``new.*`` / ``old.*``; all three are rendered from one template
 below, so ``'rebuild'``, ``'delete'`` and the triggers can never see different text
 (which would make the index drift and its integrity check fail).
@@ -18,31 +19,37 @@ below, so ``'rebuild'``, ``'delete'`` and the triggers can never see different t
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
 
 __all__ = [
     "INDEXES",
+    "STALE_KEY",
     "TRIGGER_NAMES",
     "FtsIndex",
     "create_statements",
+    "detach",
     "drop_statements",
+    "integrity_errors",
+    "present_triggers",
+    "recreate",
+    "reset_shadow_tables",
+    "stale_marker",
     "text_projection",
     "trigger_statements",
 ]
 
 
 def text_projection(t: str) -> str:
-    # json_each only ever sees a valid JSON array (nested CASE is evaluated lazily, unlike
-    # AND), so a malformed value can never make a trigger, and with it a write, fail.
-    return (
-        f"CASE WHEN {t}.content_parts IS NULL THEN {t}.content ELSE ("
-        "SELECT group_concat(CASE WHEN p.type = 'object' "
-        "THEN json_extract(p.value, '$.text') END, ' ') "
-        f"FROM json_each(CASE WHEN json_valid({t}.content_parts) THEN "
-        f"CASE WHEN json_type({t}.content_parts) = 'array' THEN {t}.content_parts "
-        "ELSE '[]' END ELSE '[]' END) AS p) END"
-    )
+    """The indexed text of a row ``t``: its text content, or its multimodal text parts."""
+    return f"coalesce({t}.content, {t}.content_text)"
 
 
 @dataclass(frozen=True)
@@ -125,14 +132,14 @@ INDEXES: tuple[FtsIndex, ...] = (
         tokenize="unicode61 remove_diacritics 2",
         columns=("content", "tool_name"),
         row_filter=None,
-        watched=("content", "content_parts", "tool_name"),
+        watched=("content", "content_text", "tool_name"),
     ),
     FtsIndex(
         name="messages_fts_trigram",
         tokenize="trigram",
         columns=("content",),
         row_filter="{t}.role <> 'tool'",
-        watched=("content", "content_parts", "role"),
+        watched=("content", "content_text", "role"),
     ),
 )
 
@@ -167,3 +174,107 @@ def drop_statements(indexes: Iterable[FtsIndex] = INDEXES) -> list[str]:
         out += [f"DROP TRIGGER IF EXISTS {t}" for t in ix.trigger_names]
         out += [f"DROP TABLE IF EXISTS {ix.name}", f"DROP VIEW IF EXISTS {ix.source_view}"]
     return out
+
+
+# -- runtime: detach, check, rebuild ---------------------------------------------------
+# These take a SQLAlchemy Connection inside the caller's transaction; the caller decides
+# the transaction (a degrade is one BEGIN IMMEDIATE together with the replayed write).
+
+STALE_KEY = "fts_stale"
+
+
+def detach(conn: Connection, *, index: str | None, error: str) -> None:
+    """Mark the index stale and drop every sync trigger, in the caller's transaction.
+
+    ``DROP TRIGGER`` works even when the FTS tables themselves can no longer be dropped
+    or rebuilt (structure record or config damaged), so degrading is always possible.
+    """
+    marker = json.dumps({"since": time.time(), "index": index, "error": error[:500]})
+    conn.execute(
+        text(
+            "INSERT INTO state_meta (key, value, updated_at) VALUES (:k, :v, :t) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value, "
+            "updated_at = excluded.updated_at"
+        ),
+        {"k": STALE_KEY, "v": marker, "t": time.time()},
+    )
+    for name in TRIGGER_NAMES:
+        conn.execute(text(f"DROP TRIGGER IF EXISTS {name}"))
+
+
+def stale_marker(conn: Connection) -> dict[str, Any] | None:
+    """The ``fts_stale`` marker (when, which index, the error), or None when FTS is live."""
+    value = conn.execute(
+        text("SELECT value FROM state_meta WHERE key = :k"), {"k": STALE_KEY}
+    ).scalar()
+    if value is None:
+        return None
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return {"since": None, "index": None, "error": str(value)}
+    return parsed if isinstance(parsed, dict) else {"since": None, "index": None, "error": value}
+
+
+def present_triggers(conn: Connection) -> set[str]:
+    rows = conn.execute(text("SELECT name FROM sqlite_master WHERE type = 'trigger'"))
+    return {r[0] for r in rows} & set(TRIGGER_NAMES)
+
+
+def integrity_errors(conn: Connection, indexes: Iterable[FtsIndex] = INDEXES) -> dict[str, str]:
+    """Run each index's ``'integrity-check'``; returns {index: error} for the failing ones.
+
+    The check compares the index with its content view, so it also catches an index that
+    silently fell behind the canonical rows.
+    """
+    failures: dict[str, str] = {}
+    for ix in indexes:
+        try:
+            with conn.begin_nested():
+                conn.execute(text(f"INSERT INTO {ix.name}({ix.name}) VALUES ('integrity-check')"))
+        except DBAPIError as exc:
+            failures[ix.name] = str(exc.orig).splitlines()[0] if exc.orig else str(exc)
+    return failures
+
+
+def reset_shadow_tables(conn: Connection, ix: FtsIndex) -> None:
+    """Put an index's shadow tables back to the state of a new, empty index.
+
+    When the structure record (id 10) or the config version is damaged, FTS5's
+    constructor fails, and with it ``DROP TABLE`` and ``'rebuild'``. Writing the empty
+    structure record and a valid version by hand makes the table constructible again.
+    """
+    data, idx, docsize, config = ix.shadow_tables
+    conn.execute(text(f"INSERT OR REPLACE INTO {config} (k, v) VALUES ('version', 4)"))
+    conn.execute(text(f"DELETE FROM {data}"))
+    conn.execute(text(f"DELETE FROM {idx}"))
+    conn.execute(text(f"DELETE FROM {docsize}"))
+    conn.execute(text(f"INSERT INTO {data} (id, block) VALUES (1, x''), (10, x'00000000000000')"))
+
+
+def recreate(conn: Connection, indexes: Iterable[FtsIndex] = INDEXES) -> None:
+    """Recreate the indexes from the runtime DDL and refill them, in the caller's transaction.
+
+    Order: make each table constructible, drop it and its view, create both anew, run
+    ``'rebuild'`` from the canonical rows, verify with ``'integrity-check'``, and only
+    then create the triggers. Any failure raises; the caller rolls the whole thing back.
+    """
+    present = {
+        r[0] for r in conn.execute(text("SELECT name FROM sqlite_master WHERE type = 'table'"))
+    }
+    for ix in indexes:
+        for name in ix.trigger_names:
+            conn.execute(text(f"DROP TRIGGER IF EXISTS {name}"))
+        if set(ix.shadow_tables) <= present:
+            reset_shadow_tables(conn, ix)
+        conn.execute(text(f"DROP TABLE IF EXISTS {ix.name}"))
+        conn.execute(text(f"DROP VIEW IF EXISTS {ix.source_view}"))
+        conn.execute(text(ix.view_ddl()))
+        conn.execute(text(ix.table_ddl()))
+        conn.execute(text(f"INSERT INTO {ix.name}({ix.name}) VALUES ('rebuild')"))
+    failures = integrity_errors(conn, indexes)
+    if failures:
+        raise RuntimeError(f"FTS integrity-check failed after rebuild: {failures}")
+    for statement in trigger_statements(indexes):
+        conn.execute(text(statement))
+    conn.execute(text("DELETE FROM state_meta WHERE key = :k"), {"k": STALE_KEY})

@@ -105,6 +105,10 @@ class Message(Base):
     # content_parts instead, so full-text search can index only the text parts.
     content: Mapped[str | None] = mapped_column(Text)
     content_parts: Mapped[str | None] = mapped_column(Text)
+    # The text parts of content_parts joined by spaces, computed when the row is written:
+    # the full-text projection is then a plain column read (no JSON parsing in triggers,
+    # and FTS5 cannot read a view that calls a table-valued function like json_each).
+    content_text: Mapped[str | None] = mapped_column(Text)
     tool_calls: Mapped[str | None] = mapped_column(Text)  # JSON text
     tool_call_id: Mapped[str | None] = mapped_column(String)
     tool_name: Mapped[str | None] = mapped_column(String)

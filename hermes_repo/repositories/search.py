@@ -127,12 +127,16 @@ class SearchRepository:
         session_id: str | None = None,
         role: str | None = None,
         include_inactive: bool = False,
+        use_fts: bool = True,
     ) -> list[SearchHit]:
+        """Search; ``use_fts=False`` answers from the canonical rows alone (LIKE)."""
         terms = parse_query(query)
         if not terms or limit <= 0:
             return []
         filters, params = self._filters(session_id, role, include_inactive)
         params["limit"] = int(limit)
+        if not use_fts:
+            return self._like(terms, filters, params)
         words = all(_has_word_char(t) for t in terms) and not any(_CJK.search(t) for t in terms)
         if words:
             hits = self._words(terms, filters, params)
