@@ -26,14 +26,18 @@ from .errors import (
 )
 from .repositories import SearchHit
 from .store import Conversation, StateStore, StoreHealth
+from .transcript.recovery import RecoveryReport
+from .transcript.writer import FlushResult, TranscriptWriter
 from .uow import UnitOfWork
 
 __all__ = [
     "Conversation",
     "DatabaseBusyError",
+    "FlushResult",
     "HermesRepoError",
     "IntegrityViolation",
     "NotFoundError",
+    "RecoveryReport",
     "SchemaMismatchError",
     "SearchHit",
     "StateDbCorruptError",
@@ -41,6 +45,7 @@ __all__ = [
     "StorageFullError",
     "StoreClosedError",
     "StoreHealth",
+    "TranscriptWriter",
     "UnitOfWork",
     "UnsafePathError",
     "WriteFailedError",

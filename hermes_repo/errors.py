@@ -8,6 +8,7 @@ so the SQLite code and message stay reachable through ``__cause__``.
 from __future__ import annotations
 
 import enum
+import errno
 from typing import Any
 
 from sqlalchemy import exc as sa_exc
@@ -28,6 +29,7 @@ __all__ = [
     "WriteFailedError",
     "classify",
     "sqlite_code",
+    "transient_cause",
     "translate",
 ]
 
@@ -73,10 +75,16 @@ class WriteFailedError(HermesRepoError):
 
 
 class DatabaseBusyError(WriteFailedError):
-    """Another connection held the write lock for the whole retry budget."""
+    """The database was locked (or read-only) when the write was tried.
 
-    def __init__(self, message: str) -> None:
+    ``elapsed_s`` is set when the error ends a retry loop: the write was replayed for
+    that many seconds (the whole budget) without success, so callers must not retry it
+    again in an outer loop.
+    """
+
+    def __init__(self, message: str, *, elapsed_s: float | None = None) -> None:
         super().__init__(message, ErrorKind.TRANSIENT)
+        self.elapsed_s = elapsed_s
 
 
 class StorageFullError(WriteFailedError):
@@ -105,6 +113,7 @@ class ErrorKind(enum.Enum):
 
 
 SQLITE_BUSY = 5
+SQLITE_BUSY_SNAPSHOT = 517
 SQLITE_LOCKED = 6
 SQLITE_READONLY = 8
 SQLITE_READONLY_DBMOVED = 1032
@@ -145,14 +154,36 @@ def _text_kind(msg: str) -> ErrorKind:
     return ErrorKind.OTHER
 
 
+# errno values that mean the storage itself refused the write (not the program's fault).
+_DISK_ERRNOS = frozenset(
+    getattr(errno, name)
+    for name in ("ENOSPC", "EDQUOT", "EIO", "EFBIG", "EROFS", "ENXIO")
+    if hasattr(errno, name)
+)
+
+
 def classify(err: BaseException) -> ErrorKind:
-    """Classify a driver (or SQLAlchemy-wrapped) SQLite error by its extended code.
+    """Classify a failure: a driver (or SQLAlchemy-wrapped) SQLite error by its extended
+    code, a library error by the kind it already carries, an ``OSError`` by errno.
 
     A plain SQLITE_CORRUPT (11) is ambiguous: a damaged FTS shadow page and a damaged
     ``messages`` page both raise it. This function answers CORRUPT for it unless the
     message names the FTS index; callers that hold a connection refine the answer with a
     read-only ``quick_check`` of the canonical tables (see ``hermes_repo.fts``).
+
+    ``pysqlite3`` reports primary codes only, so with it READONLY_DBMOVED (1032) looks
+    like a plain READONLY and is retried like one, until the retry budget runs out.
     """
+    if isinstance(err, WriteFailedError):
+        return err.kind
+    if isinstance(err, IntegrityViolation):
+        return ErrorKind.CONSTRAINT
+    if isinstance(err, HermesRepoError):
+        # Another library error: what it was translated from decides, if anything.
+        cause = err.__cause__
+        return classify(cause) if cause is not None else ErrorKind.OTHER
+    if isinstance(err, OSError) and not isinstance(err, sa_exc.DBAPIError):
+        return ErrorKind.DISK if err.errno in _DISK_ERRNOS else ErrorKind.OTHER
     orig = _dbapi_error(err)
     msg = str(orig)
     code = sqlite_code(orig)
@@ -168,6 +199,7 @@ def classify(err: BaseException) -> ErrorKind:
     if primary in (SQLITE_CORRUPT, SQLITE_NOTADB):
         return ErrorKind.CORRUPT
     if code == SQLITE_READONLY_DBMOVED:
+        # The file was renamed or deleted under the open connection: waiting cannot help.
         return ErrorKind.OTHER
     if primary in (SQLITE_BUSY, SQLITE_LOCKED, SQLITE_READONLY):
         return ErrorKind.TRANSIENT
@@ -176,6 +208,32 @@ def classify(err: BaseException) -> ErrorKind:
     if primary == SQLITE_CONSTRAINT:
         return ErrorKind.CONSTRAINT
     return ErrorKind.OTHER
+
+
+def transient_cause(err: BaseException) -> str:
+    """What keeps a transient failure from succeeding, as words that complete
+    "the database is ...": "locked by another process", "read-only", ...
+
+    Used in the messages of :class:`DatabaseBusyError`, so an operator reads the cause
+    ("database is locked by another process for 20.1 s") instead of a bare code.
+    """
+    orig = _dbapi_error(err)
+    code = sqlite_code(orig)
+    if code is None:
+        low = str(orig).lower()
+        if "readonly" in low or "read-only" in low:
+            return "read-only"
+        if "table" in low and "locked" in low:
+            return "locked by another connection of this process (a table is in use)"
+        return "locked by another process"
+    primary = code & 0xFF
+    if code == SQLITE_BUSY_SNAPSHOT:
+        return "changed by another process since this transaction read it"
+    if primary == SQLITE_LOCKED:
+        return "locked by another connection of this process (a table is in use)"
+    if primary == SQLITE_READONLY:
+        return "read-only"
+    return "locked by another process"
 
 
 def describe(err: BaseException) -> str:
@@ -191,10 +249,13 @@ def translate(err: BaseException, *, action: str = "write") -> HermesRepoError:
     kind = classify(err)
     what = describe(err)
     if kind is ErrorKind.TRANSIENT:
-        return DatabaseBusyError(
-            f"{action} failed: the database is locked or read-only ({what}); "
-            "another process holds it: retry later or stop that process"
+        cause = transient_cause(err)
+        fix = (
+            "check the file's permissions and how it was opened"
+            if cause == "read-only"
+            else "retry later or stop the process that holds it"
         )
+        return DatabaseBusyError(f"{action} failed: the database is {cause} ({what}); {fix}")
     if kind is ErrorKind.DISK:
         return StorageFullError(
             f"{action} failed: {what}; free disk space or check the storage device, then retry"
@@ -206,6 +267,12 @@ def translate(err: BaseException, *, action: str = "write") -> HermesRepoError:
         )
     if kind is ErrorKind.CONSTRAINT:
         return IntegrityViolation(f"{action} refused by a constraint: {what}")
+    if sqlite_code(err) == SQLITE_READONLY_DBMOVED:
+        return WriteFailedError(
+            f"{action} failed: the database file was moved or deleted while open ({what}); "
+            "close the store and open it again at its current path",
+            kind,
+        )
     return WriteFailedError(f"{action} failed: {what}", kind)
 
 

@@ -20,6 +20,7 @@ below, so ``'rebuild'``, ``'delete'`` and the triggers can never see different t
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ __all__ = [
     "create_statements",
     "detach",
     "drop_statements",
+    "index_named_in",
     "integrity_errors",
     "present_triggers",
     "recreate",
@@ -202,6 +204,18 @@ def detach(conn: Connection, *, index: str | None, error: str) -> None:
         conn.execute(text(f"DROP TRIGGER IF EXISTS {name}"))
 
 
+def index_named_in(error: str) -> str | None:
+    """The index an FTS error message names (``... from table "messages_fts_trigram"``,
+    ``vtable constructor failed: messages_fts``), or None when it names none."""
+    for ix in INDEXES:
+        # The index itself or one of its shadow tables, as a whole word: "messages_fts"
+        # is a prefix of "messages_fts_trigram".
+        names = "|".join(re.escape(n) for n in (ix.name, *ix.shadow_tables))
+        if re.search(rf"\b(?:{names})\b", error):
+            return ix.name
+    return None
+
+
 def stale_marker(conn: Connection) -> dict[str, Any] | None:
     """The ``fts_stale`` marker (when, which index, the error), or None when FTS is live."""
     value = conn.execute(
@@ -217,6 +231,7 @@ def stale_marker(conn: Connection) -> dict[str, Any] | None:
 
 
 def present_triggers(conn: Connection) -> set[str]:
+    """Which of the six sync triggers exist."""
     rows = conn.execute(text("SELECT name FROM sqlite_master WHERE type = 'trigger'"))
     return {r[0] for r in rows} & set(TRIGGER_NAMES)
 
@@ -224,14 +239,18 @@ def present_triggers(conn: Connection) -> set[str]:
 def integrity_errors(conn: Connection, indexes: Iterable[FtsIndex] = INDEXES) -> dict[str, str]:
     """Run each index's ``'integrity-check'``; returns {index: error} for the failing ones.
 
-    The check compares the index with its content view, so it also catches an index that
-    silently fell behind the canonical rows.
+    The check runs with ``rank = 1``, which also compares the index with its content
+    view, so it catches an index that silently fell behind the canonical rows. Without
+    that argument FTS5 checks only the index's internal consistency: an index missing
+    rows, or with a zeroed structure or a lost averages record, passes.
     """
     failures: dict[str, str] = {}
     for ix in indexes:
         try:
             with conn.begin_nested():
-                conn.execute(text(f"INSERT INTO {ix.name}({ix.name}) VALUES ('integrity-check')"))
+                conn.execute(
+                    text(f"INSERT INTO {ix.name}({ix.name}, rank) VALUES ('integrity-check', 1)")
+                )
         except DBAPIError as exc:
             failures[ix.name] = str(exc.orig).splitlines()[0] if exc.orig else str(exc)
     return failures

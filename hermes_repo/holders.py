@@ -17,15 +17,72 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["HolderLock", "StoreHeldError", "holders_path"]
+__all__ = ["HolderLock", "StoreHeldError", "holder_pids", "holders_path"]
 
 
 class StoreHeldError(RuntimeError):
-    """Another process has the store open."""
+    """Another process has the store open; ``pids`` names it where the OS tells."""
+
+    def __init__(self, message: str, pids: tuple[int, ...] = ()) -> None:
+        super().__init__(message)
+        self.pids = pids
+
+    @classmethod
+    def naming(cls, pids: tuple[int, ...]) -> StoreHeldError:
+        """The error for a store held by ``pids`` (empty: not known)."""
+        return cls(
+            f"{_holders_text(pids)} the store open; stop it (e.g. the gateway) and retry", pids
+        )
+
+    @property
+    def holders_text(self) -> str:
+        """Who holds the store, as words that complete "... the store open"."""
+        return _holders_text(self.pids)
+
+
+def _holders_text(pids: tuple[int, ...]) -> str:
+    if not pids:
+        return "another process has"
+    listed = ", ".join(str(p) for p in pids)
+    if len(pids) == 1:
+        return f"another process (pid {listed}) has"
+    return f"other processes (pids {listed}) have"
 
 
 def holders_path(db_path: Path) -> Path:
+    """The lock file whose shared holders are the processes that have the store open."""
     return db_path.with_name(db_path.name + ".holders")
+
+
+def holder_pids(db_path: Path) -> tuple[int, ...]:
+    """Pids of the *other* processes registered as holders of the store, best effort.
+
+    An operator told "another process has the store open" needs to know which one to
+    stop. ``flock`` does not say, but Linux lists every lock in ``/proc/locks``;
+    elsewhere (or when a pid lives in another pid namespace) the answer is empty.
+    """
+    try:
+        st = os.stat(holders_path(db_path))
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return ()
+    want = (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
+    pids: set[int] = set()
+    for line in lines:
+        # "1: FLOCK  ADVISORY  READ 15909 fe:00:2171713 0 EOF"; "->" marks a waiter.
+        fields = line.split()
+        if len(fields) < 6 or fields[1] != "FLOCK":
+            continue
+        try:
+            major, minor, inode = fields[5].split(":")
+            key = (int(major, 16), int(minor, 16), int(inode))
+            pid = int(fields[4])
+        except ValueError:
+            continue
+        if key == want and pid not in (0, os.getpid()):
+            pids.add(pid)
+    return tuple(sorted(pids))
 
 
 def _open_lock_file(path: Path) -> int:
@@ -36,6 +93,7 @@ class HolderLock:
     """This process's registration as a holder of one store file."""
 
     def __init__(self, db_path: Path) -> None:
+        self.db_path = db_path
         self.path = holders_path(db_path)
         self._fd: int | None = None
 
@@ -68,9 +126,7 @@ class HolderLock:
                 if own:
                     # flock converts a lock by dropping it first: take the shared one back.
                     fcntl.flock(fd, fcntl.LOCK_SH)
-                raise StoreHeldError(
-                    "another process has the store open; stop it (e.g. the gateway) and retry"
-                ) from exc
+                raise StoreHeldError.naming(holder_pids(self.db_path)) from exc
             try:
                 yield
             finally:

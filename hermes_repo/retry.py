@@ -14,12 +14,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from .errors import DatabaseBusyError, ErrorKind, WriteFailedError
+from .errors import DatabaseBusyError, ErrorKind, WriteFailedError, describe, transient_cause
 
-__all__ = ["DEFAULT_POLICY", "TRANSCRIPT_POLICY", "RetryPolicy", "run_with_retry"]
+__all__ = [
+    "DEFAULT_POLICY",
+    "STORE_WRITE_BUDGET_S",
+    "TRANSCRIPT_POLICY",
+    "TRANSCRIPT_WRITE_BUDGET_S",
+    "RetryPolicy",
+    "run_with_retry",
+]
 
 log = logging.getLogger("hermes_repo.retry")
 T = TypeVar("T")
+
+STORE_WRITE_BUDGET_S = 20.0
+# Transcripts are the user's conversation: worth waiting longer for than routine writes.
+TRANSCRIPT_WRITE_BUDGET_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -28,22 +39,46 @@ class RetryPolicy:
 
     The budget is time, not attempts: a lock held for 20 s means the same whether the
     sleeps were short or long. Sleeps are jittered (short at first, when a lock is likely
-    to be released soon, longer later) so competing writers do not retry in step.
+    to be released soon, longer later) so competing writers do not retry in step. The
+    last attempt starts before the budget ends, and one attempt can itself wait up to the
+    connection's ``busy_timeout`` (1 s) inside SQLite, so a call that gives up returns
+    at most about that much after the budget.
     """
 
-    budget_s: float = 20.0
+    budget_s: float = STORE_WRITE_BUDGET_S
     early_window_s: float = 2.0
     early_sleep_s: tuple[float, float] = (0.02, 0.15)
     late_sleep_s: tuple[float, float] = (0.25, 1.0)
 
+    def __post_init__(self) -> None:
+        if not self.budget_s >= 0:  # also refuses NaN
+            raise ValueError(f"retry budget must be >= 0 seconds, got {self.budget_s!r}")
+
     def sleep_for(self, elapsed: float) -> float:
+        """A jittered pause before the next attempt, ``elapsed`` seconds into the loop."""
         lo, hi = self.early_sleep_s if elapsed < self.early_window_s else self.late_sleep_s
         return random.uniform(lo, hi)
 
 
 DEFAULT_POLICY = RetryPolicy()
-# Transcripts are the user's conversation: worth waiting longer for than routine writes.
-TRANSCRIPT_POLICY = RetryPolicy(budget_s=60.0)
+TRANSCRIPT_POLICY = RetryPolicy(budget_s=TRANSCRIPT_WRITE_BUDGET_S)
+
+
+def _exhausted(
+    exc: WriteFailedError, elapsed: float, tries: int, budget: float
+) -> DatabaseBusyError:
+    cause = exc.__cause__ if exc.__cause__ is not None else exc
+    what = transient_cause(cause)
+    fix = (
+        "check the file's permissions and how it was opened (mode=ro, query_only)"
+        if what == "read-only"
+        else "find the process holding the write lock and stop it, or raise the write budget"
+    )
+    return DatabaseBusyError(
+        f"database is {what} for {elapsed:.1f} s ({tries} attempt{'s' * (tries != 1)} within a "
+        f"{budget:g} s budget; last error: {describe(cause)}); {fix}",
+        elapsed_s=elapsed,
+    )
 
 
 def run_with_retry(
@@ -55,8 +90,10 @@ def run_with_retry(
 ) -> T:
     """Call ``attempt`` (a whole unit of work) until it succeeds or the budget runs out.
 
-    Only :attr:`ErrorKind.TRANSIENT` failures are retried. When the budget is spent the
-    error says for how long the database stayed locked, and chains the last failure.
+    Only :attr:`ErrorKind.TRANSIENT` failures are retried; any other error leaves at
+    once. When the budget is spent, :class:`DatabaseBusyError` names the cause and for
+    how long it lasted ("database is locked by another process for 20.1 s"), with
+    ``elapsed_s`` set, and chains the last SQLite error.
     """
     start = clock()
     tries = 0
@@ -67,14 +104,14 @@ def run_with_retry(
         except WriteFailedError as exc:
             if exc.kind is not ErrorKind.TRANSIENT:
                 raise
+            if isinstance(exc, DatabaseBusyError) and exc.elapsed_s is not None:
+                raise  # an inner loop already spent its budget: do not multiply it
             elapsed = clock() - start
-            pause = policy.sleep_for(elapsed)
-            if elapsed + pause > policy.budget_s:
-                cause = exc.__cause__ if exc.__cause__ is not None else exc
-                raise DatabaseBusyError(
-                    f"database is locked or read-only for {elapsed:.1f} s "
-                    f"({tries} attempts): {cause}; another process holds the write lock "
-                    "or the file is read-only: stop that process or check permissions"
-                ) from cause
+            remaining = policy.budget_s - elapsed
+            if remaining <= 0:
+                raise _exhausted(exc, elapsed, tries, policy.budget_s) from (
+                    exc.__cause__ if exc.__cause__ is not None else exc
+                )
+            pause = min(policy.sleep_for(elapsed), remaining)
             log.debug("transient write failure (attempt %d), retrying: %s", tries, exc)
             sleep(pause)

@@ -4,23 +4,25 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
 from . import engine as engine_mod
-from . import fts
+from . import fts, quarantine
 from .engine import WRITE_OPTION, Driver, DriverName, create_store_engine, db_path_for_home
 from .errors import (
     ErrorKind,
     HermesRepoError,
     SchemaMismatchError,
+    StateDbCorruptError,
     StoreClosedError,
     WriteFailedError,
     describe,
@@ -31,8 +33,17 @@ from .holders import HolderLock
 from .ops import migrate
 from .ops.fts_rebuild import RebuildOutcome, guarded_rebuild
 from .repositories import MessageRepository, SearchHit, SearchRepository
-from .retry import DEFAULT_POLICY, RetryPolicy, run_with_retry
+from .retry import (
+    STORE_WRITE_BUDGET_S,
+    TRANSCRIPT_WRITE_BUDGET_S,
+    RetryPolicy,
+    run_with_retry,
+)
 from .uow import UnitOfWork
+
+if TYPE_CHECKING:
+    from .transcript.recovery import RecoveryReport
+    from .transcript.writer import TranscriptWriter
 
 __all__ = ["Conversation", "StateStore", "StoreHealth"]
 
@@ -62,8 +73,9 @@ class StoreHealth:
     counts: dict[str, int]
     fts_stale: bool = False
     quarantined: bool = False
-    pending_files: int = 0
-    pending_records: int = 0
+    pending_files: int = 0  # sessions/*.pending.jsonl waiting for recovery
+    pending_records: int = 0  # usable records in them
+    oldest_pending_age_s: float | None = None  # age of the oldest pending record
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -85,6 +97,7 @@ class StateStore:
         holder: HolderLock,
         *,
         rebuild: RebuildOutcome | None = None,
+        write_budget_s: float | None = None,
     ) -> None:
         self.home = home
         self.path = home / engine_mod.DB_NAME
@@ -92,6 +105,15 @@ class StateStore:
         self._holder = holder
         #: What the guarded FTS rebuild at open did (None when the index was live).
         self.last_rebuild = rebuild
+        # Retry budgets: routine writes wait 20 s for a locked or read-only database,
+        # transcript flushes 60 s (the user's conversation), unless the opener set one.
+        budget = STORE_WRITE_BUDGET_S if write_budget_s is None else write_budget_s
+        self.write_policy = RetryPolicy(budget_s=budget)
+        self.transcript_budget_s = (
+            TRANSCRIPT_WRITE_BUDGET_S if write_budget_s is None else write_budget_s
+        )
+        #: What the spool recovery at open did (None when it was not asked for).
+        self.last_recovery: RecoveryReport | None = None
         # FTS state as last seen, and the schema cookie it was seen at: dropping or
         # creating the triggers changes the cookie, so a PRAGMA (no table read) tells
         # this process when another one degraded or rebuilt the index.
@@ -112,16 +134,28 @@ class StateStore:
         *,
         upgrade: bool = False,
         driver: DriverName | None = None,
+        write_budget_s: float | None = None,
+        recover: bool = True,
     ) -> StateStore:
         """Open (or create) the store in ``home`` (default ``$HERMES_HOME``, else ``~/.hermes``).
 
         A missing or empty ``state.db`` is built by the migrations. An existing store
         behind the code raises :class:`SchemaMismatchError` naming ``hermes-repo db
         upgrade``, unless ``upgrade=True``. A store *ahead* of the code is always refused.
+
+        ``write_budget_s`` is how long a write waits for a locked or read-only database
+        before it fails (default 20 s; transcript flushes default to 60 s). With
+        ``recover`` (the default) pending transcript spool files are replayed before
+        the store is returned (see :meth:`recover_pending`); a spool that cannot be
+        replayed now stays for later and never fails the open.
         """
         db_path = db_path_for_home(home)
+        info = quarantine.quarantine_info(db_path)
+        if info is not None:
+            raise StateDbCorruptError(info.message())
         drv = engine_mod.select_driver(driver)
         engine = create_store_engine(db_path, driver=drv)
+        quarantine.install(engine, db_path, drv)
         holder = HolderLock(db_path)
         try:
             cls._ensure_schema(engine, db_path, upgrade=upgrade)
@@ -134,7 +168,17 @@ class StateStore:
             holder.release()
             engine.dispose()
             raise
-        return cls(db_path.parent, engine, drv, holder, rebuild=outcome if outcome.ran else None)
+        store = cls(
+            db_path.parent,
+            engine,
+            drv,
+            holder,
+            rebuild=outcome if outcome.ran else None,
+            write_budget_s=write_budget_s,
+        )
+        if recover:
+            store._recover_at_open()
+        return store
 
     @staticmethod
     def _ensure_schema(engine: Engine, db_path: Path, *, upgrade: bool) -> None:
@@ -196,30 +240,44 @@ class StateStore:
     def unit_of_work(self) -> UnitOfWork:
         """A write unit: ``with store.unit_of_work() as uow: ...; uow.commit()``."""
         self.engine  # noqa: B018 - raises StoreClosedError after close()
+        info = quarantine.quarantine_info(self.path)
+        if info is not None:
+            raise StateDbCorruptError(info.message())
         return UnitOfWork(self._sessions)
 
-    def write(self, work: Callable[[UnitOfWork], T], policy: RetryPolicy = DEFAULT_POLICY) -> T:
+    @property
+    def quarantined(self) -> bool:
+        """True once the file was found structurally damaged: writes are refused."""
+        return quarantine.is_quarantined(self.path)
+
+    def write(self, work: Callable[[UnitOfWork], T], policy: RetryPolicy | None = None) -> T:
         """Run ``work`` in a unit of work and commit; the whole unit is replayed on
-        transient errors (locked, busy, read-only) within ``policy``'s time budget."""
+        transient errors (locked, busy, read-only) within ``policy``'s time budget
+        (default: the store's, see :meth:`open`)."""
+        if policy is None:
+            policy = self.write_policy
 
         try:
             return run_with_retry(lambda: self._once(work), policy)
         except WriteFailedError as exc:
             if not self._is_fts_damage(exc):
                 raise
-            damage = exc
+            # The SQLite error, not its translation: a bare CORRUPT is translated as
+            # "the database file is damaged ... sessions recover", which is not what the
+            # marker and the log should tell an operator about a derived index.
+            damage = describe(exc.__cause__ or exc)
 
         def detached(uow: UnitOfWork) -> T:
             # The marker, the trigger drops and the caller's whole unit commit together;
             # SQLite may already have rolled the failed transaction back, so the unit is
             # replayed from its start, never patched up.
-            fts.detach(uow.session.connection(), index=None, error=describe(damage))
+            fts.detach(uow.session.connection(), index=fts.index_named_in(damage), error=damage)
             return work(uow)
 
         log.warning(
             "full-text index damaged (%s): detaching it; the write goes on without it, "
             "search uses the fallback until `hermes-repo sessions repair` rebuilds it",
-            describe(damage),
+            damage,
         )
         result = run_with_retry(lambda: self._once(detached), policy)
         self._fts_live = False
@@ -229,42 +287,36 @@ class StateStore:
         """FTS damage, told apart from damage to the canonical tables.
 
         A bare SQLITE_CORRUPT is ambiguous (a bad FTS shadow page and a bad ``messages``
-        page both raise it): a read-only ``quick_check`` of the canonical tables decides.
+        page both raise it): a read-only ``quick_check`` of the canonical tables decides
+        (see :func:`quarantine.structural_damage`, which quarantines the other case).
         """
-        if not isinstance(exc, WriteFailedError):
+        # Not "isinstance(exc, StateDbCorruptError)": translate() gives that class to every
+        # bare CORRUPT, including the FTS damage this method exists to recognise. A
+        # quarantined file is never FTS damage (no degrade write may reach it).
+        if not isinstance(exc, WriteFailedError) or self.quarantined:
             return False
         if exc.kind is ErrorKind.FTS:
             return True
         cause = exc.__cause__
-        code = sqlite_code(cause) if cause is not None else None
-        if exc.kind is not ErrorKind.CORRUPT or code is None or code & 0xFF != 11:
+        if exc.kind is not ErrorKind.CORRUPT or cause is None:
             return False
-        return self._canonical_tables_ok()
-
-    def _canonical_tables_ok(self) -> bool:
-        uri = f"file:{self.path}?mode=ro"
-        try:
-            conn = self.driver.module.connect(uri, uri=True)
-        except self.driver.module.Error:
-            return False
-        try:
-            return all(
-                conn.execute(f"PRAGMA quick_check({t})").fetchone()[0] == "ok"
-                for t in ("sessions", "messages")
-            )
-        except self.driver.module.Error:
-            return False
-        finally:
-            conn.close()
+        code = sqlite_code(cause)
+        return (
+            code is not None
+            and code & 0xFF == 11
+            and not quarantine.structural_damage(cause, self.driver, self.path)
+        )
 
     def _degrade(self, exc: HermesRepoError) -> None:
+        damage = describe(exc.__cause__ or exc)  # the SQLite error (see write)
+
         def detach(uow: UnitOfWork) -> None:
-            fts.detach(uow.session.connection(), index=None, error=describe(exc))
+            fts.detach(uow.session.connection(), index=fts.index_named_in(damage), error=damage)
 
         log.warning(
             "full-text index damaged (%s): detaching it; search uses the fallback until "
             "`hermes-repo sessions repair` rebuilds it",
-            describe(exc),
+            damage,
         )
         run_with_retry(lambda: self._once(detach))
         self._fts_live = False
@@ -284,6 +336,58 @@ class StateStore:
             )
             self._fts_seen_at = cookie
         return self._fts_live
+
+    # -- transcripts -----------------------------------------------------------------
+
+    def transcript_writer(
+        self, session_id: str, *, write_budget_s: float | None = None, source: str = "cli"
+    ) -> TranscriptWriter:
+        """A :class:`~hermes_repo.TranscriptWriter` for ``session_id`` on this store
+        (flush with fallback to ``sessions/<sid>.pending.jsonl``)."""
+        from .transcript.writer import TranscriptWriter
+
+        return TranscriptWriter(
+            self.home, session_id, self, write_budget_s=write_budget_s, source=source
+        )
+
+    def recover_pending(
+        self, session_id: str | None = None, *, write_budget_s: float | None = None
+    ) -> RecoveryReport:
+        """Replay pending spool files into the database, exactly once.
+
+        Every ``sessions/*.pending.jsonl`` (or only ``session_id``'s) is de-duplicated
+        against the session's stored messages, inserted in one transaction and deleted
+        after the commit; see :mod:`hermes_repo.transcript.recovery`. Files that cannot
+        be replayed now are kept and named in ``RecoveryReport.errors``.
+        """
+        from .transcript.recovery import recover_pending
+
+        policy = None if write_budget_s is None else RetryPolicy(budget_s=write_budget_s)
+        return recover_pending(self, session_id=session_id, policy=policy)
+
+    def _recover_at_open(self) -> None:
+        # Short budget: a store held by a busy writer must still open promptly; what
+        # cannot be replayed now is replayed by a later open or `hermes-repo pending
+        # recover`.
+        from .transcript.recovery import recover_pending
+
+        policy = RetryPolicy(budget_s=min(self.write_policy.budget_s, 2.0))
+        try:
+            report = recover_pending(self, policy=policy)
+        except Exception as exc:  # recovery must never make the open fail
+            log.warning("pending transcripts not recovered at open: %s", exc)
+            return
+        self.last_recovery = report
+        if report.inserted or report.kept or report.errors:
+            log.warning(
+                "recovered pending transcripts: %d file(s), %d inserted, %d duplicate(s), "
+                "%d kept%s",
+                report.files,
+                report.inserted,
+                report.duplicates,
+                report.kept,
+                f"; {'; '.join(report.errors)}" if report.errors else "",
+            )
 
     def append_message(self, session_id: str, message: Mapping[str, Any]) -> int:
         """Append one message in its own transaction (retried); returns the row id."""
@@ -323,10 +427,7 @@ class StateStore:
             # other way round, so a module-level import would be circular.
             from .transcript.reconcile import reconcile_session
 
-            result = reconcile_session(self, session_id)
-            if not with_ids:
-                for message in result.messages:
-                    del message["id"]
+            result = reconcile_session(self, session_id, with_ids=with_ids)
             return Conversation(messages=result.messages, repairs=result.repairs)
         messages = self._read(
             lambda s: MessageRepository(s).list(
@@ -369,6 +470,18 @@ class StateStore:
             self._degrade(exc)
             return self._read(lambda s: run(s, use_fts=False))
 
+    def _pending_health(self) -> dict[str, Any]:
+        from .transcript.spool import list_pending
+
+        now = time.time()
+        files = list_pending(self.home)
+        ages = [a for f in files if (a := f.age_s(now)) is not None]
+        return {
+            "pending_files": len(files),
+            "pending_records": sum(f.records for f in files),
+            "oldest_pending_age_s": max(ages) if ages else None,
+        }
+
     def health(self) -> StoreHealth:
         """A snapshot of the store's state; never writes."""
 
@@ -386,9 +499,17 @@ class StateStore:
             }
             return migrate.current_revision(conn), mode, counts
 
-        revision, mode, counts = self._read(probe)
-        stale = self._read(lambda s: fts.stale_marker(s.connection()))
         notes = []
+        info = quarantine.quarantine_info(self.path)
+        if info is not None:
+            notes.append(info.message())
+        try:
+            revision, mode, counts = self._read(probe)
+            stale = self._read(lambda s: fts.stale_marker(s.connection()))
+        except HermesRepoError as exc:
+            # A damaged file may refuse even these reads; health still answers.
+            revision, mode, counts, stale = None, "unknown", {}, None
+            notes.append(f"could not read the store: {exc}")
         if not self.driver.has_wal_reset_fix:
             notes.append(
                 f"SQLite {self.driver.sqlite_version} predates the WAL-reset fix (3.51.3); "
@@ -405,5 +526,7 @@ class StateStore:
             head=migrate.head_revision(),
             counts=counts,
             fts_stale=stale is not None,
+            quarantined=info is not None,
+            **self._pending_health(),
             notes=notes,
         )

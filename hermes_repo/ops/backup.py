@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from pathlib import Path
@@ -14,23 +15,44 @@ __all__ = ["backup_to", "timestamped_backup"]
 
 
 def backup_to(engine: Engine, dest: Path) -> Path:
-    """Copy the live database into ``dest`` (created 0600) with the backup API."""
+    """Copy the live database into ``dest`` (created 0600, must not exist) with the backup API.
+
+    A failed copy (disk full) removes the half-written file: it must never pass for a
+    backup later.
+    """
     driver = engine_driver(engine)
     fd = os.open(dest, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600)
     os.close(fd)
-    raw = engine.raw_connection()
     try:
-        target = driver.module.connect(str(dest))
+        raw = engine.raw_connection()
         try:
-            raw.driver_connection.backup(target)  # type: ignore[union-attr]
+            target = driver.module.connect(str(dest))
+            try:
+                raw.driver_connection.backup(target)  # type: ignore[union-attr]
+            finally:
+                target.close()
         finally:
-            target.close()
-    finally:
-        raw.close()
+            raw.close()
+    except BaseException:
+        dest.unlink(missing_ok=True)
+        raise
     return dest
 
 
 def timestamped_backup(engine: Engine, db_path: Path, label: str) -> Path:
-    """``state.db.<label>-<UTC time>.bak`` beside the store."""
+    """``state.db.<label>-<UTC time>[-NN].bak`` beside the store, never overwriting one.
+
+    Names carry the time to the second; a second backup within the same second (a
+    restart loop, a deploy script run twice) gets a counter instead of failing.
+    """
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    return backup_to(engine, db_path.with_name(f"{db_path.name}.{label}-{stamp}.bak"))
+    for n in itertools.count():
+        suffix = "" if n == 0 else f"-{n:02d}"
+        dest = db_path.with_name(f"{db_path.name}.{label}-{stamp}{suffix}.bak")
+        if dest.exists():
+            continue
+        try:
+            return backup_to(engine, dest)
+        except FileExistsError:
+            continue  # taken between the check and the create
+    raise AssertionError("unreachable")  # pragma: no cover - itertools.count never ends

@@ -19,6 +19,7 @@ Everything happens in one transaction: on any failure the store stays as it was
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import shutil
@@ -35,6 +36,7 @@ from .. import fts
 from ..engine import WRITE_OPTION
 from ..errors import ErrorKind, classify
 from ..holders import HolderLock, StoreHeldError
+from ..quarantine import is_quarantined
 from .backup import timestamped_backup
 
 __all__ = ["MAX_AUTOMATIC_ATTEMPTS", "RebuildOutcome", "canonical_counts", "guarded_rebuild"]
@@ -61,6 +63,7 @@ class RebuildOutcome:
 
 
 def canonical_counts(engine: Engine) -> dict[str, int]:
+    """Row counts of the canonical tables (a rebuild must never lower them)."""
     with engine.connect() as conn:
         return {
             t: int(conn.execute(text(f"SELECT count(*) FROM {t}")).scalar_one())
@@ -160,6 +163,12 @@ def guarded_rebuild(
 ) -> RebuildOutcome:
     """Rebuild the FTS indexes if the store is stale (or ``force``), under every guard."""
     start = time.monotonic()
+    if is_quarantined(db_path):
+        return RebuildOutcome(
+            ran=False,
+            ok=False,
+            reason="the store is quarantined (damaged file): no FTS rebuild runs on it",
+        )
     with engine.connect() as conn:
         marker = fts.stale_marker(conn)
     if marker is None and not force:
@@ -186,14 +195,28 @@ def guarded_rebuild(
     try:
         with holder.exclusive():
             return _rebuild_alone(engine, db_path, ledger, start)
-    except StoreHeldError:
+    except StoreHeldError as exc:
         return RebuildOutcome(
             ran=False,
             ok=False,
             reason=(
-                "FTS rebuild postponed: another process has the store open; search uses the "
+                f"FTS rebuild postponed: {exc.holders_text} the store open; search uses the "
                 f"fallback meanwhile. Stop every process using the store and run `{REPAIR_COMMAND}`"
             ),
+        )
+    except Exception as exc:
+        # The rebuild runs inside StateStore.open: whatever goes wrong before its own
+        # transaction (the backup on a full disk, the ledger...) must leave the store
+        # detached but usable, never make the open fail.
+        log.exception("FTS rebuild could not run; the index stays detached")
+        ledger["last_error"] = str(exc).splitlines()[0][:300] if str(exc) else repr(exc)
+        with contextlib.suppress(OSError):  # the disk may be what is full
+            _write_ledger(db_path, ledger)
+        return RebuildOutcome(
+            ran=False,
+            ok=False,
+            reason=f"FTS rebuild could not run: {exc}; run `{REPAIR_COMMAND}`",
+            seconds=time.monotonic() - start,
         )
     finally:
         lock.release()
@@ -223,10 +246,11 @@ def _rebuild_alone(
             ),
         )
     before = canonical_counts(engine)
-    _prune_backups(db_path)
-    backup = timestamped_backup(engine, db_path, BACKUP_LABEL)
+    # Counted before the backup: a backup that fails at every open is an attempt too.
     ledger["attempts"] = int(ledger.get("attempts", 0)) + 1
     _write_ledger(db_path, ledger)
+    _prune_backups(db_path)
+    backup = timestamped_backup(engine, db_path, BACKUP_LABEL)
     try:
         try:
             _recreate(engine)

@@ -1,0 +1,385 @@
+"""Replaying spool files into the store, exactly once.
+
+For each ``sessions/<sid>.pending.jsonl``, under the file's lock:
+
+1. Parse it. Usable records are wrapped (``{"_fallback_timestamp", "message"}``) or
+   plain message dicts. Lines that cannot be used (a torn last line from a crash
+   mid-append, bad JSON, an invalid message) are *kept*, never fatal (step 4).
+2. Give every record an effective uid: its own ``uid``, or for a record without one a
+   uid derived from the session id and the record's dedup key (role, content,
+   tool_name, tool_calls, tool_call_id, timestamp), so a crash after the commit and
+   before the delete cannot make the next recovery insert it again. Identical records
+   count once, as do repeated uids.
+3. In ONE write transaction (``BEGIN IMMEDIATE`` through ``store.write``, retried on
+   transient errors): create the session if missing, read the session's stored uids
+   *inside* the transaction (so two recovering processes serialize on the write lock
+   and the second sees the first's rows), drop records whose uid is stored and, when
+   the spool holds records without uid, its longest prefix that repeats the tail of
+   the stored messages (the seed's rule: compared on the dedup key, or on the uid for
+   records that have one), and insert the rest in file order with their original
+   timestamps and uids.
+4. After the commit, kept lines are appended byte for byte to
+   ``sessions/<sid>.rejected.jsonl`` (0600, fsynced; a line already there is not
+   written twice), then the spool file is deleted and the folder fsynced. So the
+   pending file always disappears once its usable records are committed, and nothing
+   it held is lost: unusable lines live on in the ``.rejected.jsonl`` file for an
+   operator (``hermes-repo pending list`` counts them while they are still pending).
+
+If the transaction fails (locked past the budget, disk full, damaged database), the
+spool file is left exactly as it was and the report counts its records as kept.
+Spool files whose name is not a valid session id are never opened for replay.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import select
+
+from ..codec import dumps, message_to_row
+from ..errors import HermesRepoError, IntegrityViolation, classify, describe
+from ..ids import validate_session_id
+from ..models import messages_table
+from ..retry import RetryPolicy
+from ..uow import UnitOfWork
+from . import spool
+
+if TYPE_CHECKING:
+    from ..store import StateStore
+
+__all__ = [
+    "RecoveryReport",
+    "dedup_key",
+    "longest_overlap",
+    "recover_file",
+    "recover_pending",
+    "storable_row",
+]
+
+log = logging.getLogger("hermes_repo.transcript")
+
+_m = messages_table
+_KEY_COLUMNS = (
+    _m.c.role,
+    _m.c.content,
+    _m.c.content_parts,
+    _m.c.tool_name,
+    _m.c.tool_calls,
+    _m.c.tool_call_id,
+    _m.c.timestamp,
+)
+Key = tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class RecoveryReport:
+    """What a recovery did.
+
+    ``files``: spool files looked at; ``inserted``: messages committed; ``duplicates``:
+    records already stored (or repeated in the spool); ``kept``: records or lines left
+    on disk, either unusable lines moved to ``<sid>.rejected.jsonl`` or every record of
+    a file whose transaction failed (listed in ``errors``; the file stays for the next
+    recovery).
+    """
+
+    files: int = 0
+    inserted: int = 0
+    duplicates: int = 0
+    kept: int = 0
+    errors: tuple[str, ...] = field(default=())
+
+    def __add__(self, other: RecoveryReport) -> RecoveryReport:
+        return RecoveryReport(
+            self.files + other.files,
+            self.inserted + other.inserted,
+            self.duplicates + other.duplicates,
+            self.kept + other.kept,
+            self.errors + other.errors,
+        )
+
+
+def dedup_key(row: dict[str, Any]) -> Key:
+    """The seed's dedup key of a message row (from :func:`~hermes_repo.codec.message_to_row`).
+
+    Content compares as stored: text, or the JSON of multimodal parts.
+    """
+    return (
+        row["role"],
+        row["content"],
+        row["content_parts"],
+        row["tool_name"],
+        row["tool_calls"],
+        row["tool_call_id"],
+        row["timestamp"],
+    )
+
+
+def longest_overlap(stored: Sequence[Key], pending: Sequence[Key]) -> int:
+    """The largest k such that the last k of ``stored`` equal the first k of ``pending``.
+
+    Linear time (the KMP failure function of ``pending`` run over ``stored``), so a
+    100k-record spool against a 100k-message session costs no more than reading them.
+    """
+    if not stored or not pending:
+        return 0
+    fail = [0] * len(pending)
+    k = 0
+    for i in range(1, len(pending)):
+        while k and pending[i] != pending[k]:
+            k = fail[k - 1]
+        if pending[i] == pending[k]:
+            k += 1
+        fail[i] = k
+    k = 0
+    for item in stored:
+        while k and (k == len(pending) or item != pending[k]):
+            k = fail[k - 1]
+        if k < len(pending) and item == pending[k]:
+            k += 1
+    return k
+
+
+@dataclass
+class _Candidate:
+    uid: str
+    derived: bool  # the uid was derived here (the record had none)
+    message: dict[str, Any]
+    key: Key
+
+
+def _derived_uid(session_id: str, key: Key, occurrence: int) -> str:
+    digest = hashlib.sha256(dumps([session_id, list(key), occurrence]).encode("utf-8")).hexdigest()
+    return f"spool-{digest[:32]}"
+
+
+_SCALARS = (str, int, float)
+
+
+def storable_row(session_id: str, message: dict[str, Any]) -> dict[str, Any]:
+    """``message_to_row`` plus the checks a spooled record needs before it may join a
+    transaction: every column value a scalar SQLite can bind, a finite timestamp.
+
+    One record the driver cannot bind would fail the whole file's transaction on every
+    recovery, so such a record is refused here (and kept) instead.
+    """
+    try:
+        row = message_to_row(session_id, message)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise IntegrityViolation(f"not a storable message: {exc}") from exc
+    for column, value in row.items():
+        if value is not None and not isinstance(value, _SCALARS):
+            raise IntegrityViolation(
+                f"message field {column!r} must be text or a number, got {type(value).__name__}"
+            )
+    if not math.isfinite(row["timestamp"]):
+        raise IntegrityViolation(f"message timestamp must be finite, got {row['timestamp']}")
+    return row
+
+
+def _plan(
+    session_id: str, contents: spool.SpoolContents
+) -> tuple[list[_Candidate], list[spool.RejectedLine], int]:
+    """Validate records and collapse repeats; returns candidates, kept lines, repeats."""
+    candidates: list[_Candidate] = []
+    kept = list(contents.rejected)
+    seen: set[str] = set()
+    occurrences: dict[Key, int] = {}
+    repeats = 0
+    for record in contents.records:
+        message = dict(record.message)
+        if message.get("timestamp") is None and record.fallback_timestamp is not None:
+            message["timestamp"] = record.fallback_timestamp
+        try:
+            row = storable_row(session_id, message)
+        except IntegrityViolation as exc:
+            kept.append(spool.RejectedLine(record.line_no, record.raw, str(exc)))
+            continue
+        key = dedup_key(row)
+        uid = message.get("uid")
+        derived = not uid
+        if derived:
+            # A record without a timestamp gets one at insert time; only its position
+            # among equal records then tells two of them apart.
+            n = 0
+            if message.get("timestamp") is None:
+                n = occurrences.get(key, 0)
+                occurrences[key] = n + 1
+            else:
+                message["timestamp"] = row["timestamp"]
+            uid = _derived_uid(session_id, key, n)
+        uid = str(uid)
+        if uid in seen:
+            repeats += 1
+            continue
+        seen.add(uid)
+        message["uid"] = uid
+        candidates.append(_Candidate(uid, derived, message, key))
+    kept.sort(key=lambda line: line.line_no)
+    return candidates, kept, repeats
+
+
+def _insert_new(session_id: str, candidates: list[_Candidate]) -> Callable[[UnitOfWork], int]:
+    """The replayable unit: returns how many candidates were already stored."""
+
+    def work(uow: UnitOfWork) -> int:
+        started = min(
+            (c.message["timestamp"] for c in candidates if c.message.get("timestamp")),
+            default=None,
+        )
+        uow.sessions.ensure(session_id, started_at=started)
+        stored = uow.messages.uids(session_id)
+        skip: set[str] = set()
+        if any(c.derived for c in candidates):
+            skip = _overlap_skip(uow, session_id, candidates)
+        new = [c.message for c in candidates if c.uid not in stored and c.uid not in skip]
+        uow.messages.append_many(session_id, new)
+        return len(candidates) - len(new)
+
+    return work
+
+
+def _overlap_skip(uow: UnitOfWork, session_id: str, candidates: list[_Candidate]) -> set[str]:
+    """Uids of the spool's leading records that repeat the stored tail (the seed's rule).
+
+    Records compare by uid when they carry one, else by the dedup key. A stored row
+    stands for its uid when the spool holds that uid, else for its key, so the tokens
+    on both sides compare with one equality and the linear overlap search is exact.
+    The whole spool sequence takes part (records already stored by uid included): a
+    tail written partly with uids and partly without still lines up.
+    """
+    real = {c.uid for c in candidates if not c.derived}
+    tail = (
+        uow.session.connection()
+        .execute(
+            select(_m.c.uid, *_KEY_COLUMNS)
+            .where(_m.c.session_id == session_id)
+            .order_by(_m.c.id.desc())
+            .limit(len(candidates))
+        )
+        .all()
+    )
+    stored_tokens: list[Key] = [
+        ("uid", row[0]) if row[0] in real else ("key", tuple(row[1:])) for row in reversed(tail)
+    ]
+    tokens: list[Key] = [("key", c.key) if c.derived else ("uid", c.uid) for c in candidates]
+    k = longest_overlap(stored_tokens, tokens)
+    return {c.uid for c in candidates[:k]}
+
+
+def recover_file(
+    store: StateStore,
+    session_id: str,
+    policy: RetryPolicy | None = None,
+    *,
+    raise_errors: bool = False,
+) -> RecoveryReport:
+    """Recover one session's spool file (see the module docstring).
+
+    Database trouble does not raise: the file is kept and named in ``errors``; with
+    ``raise_errors`` the library error itself is raised instead (the file is kept all
+    the same). Unsafe or unreadable spool files raise ``UnsafePathError`` / ``OSError``.
+    """
+    home = store.home
+    name = spool.pending_name(session_id)
+    with spool.spool_lock(home, name):
+        contents = spool.read_spool(home, name)
+        if contents is None:
+            return RecoveryReport()  # another process recovered it while we waited
+        candidates, kept, repeats = _plan(session_id, contents)
+        try:
+            already = store.write(_insert_new(session_id, candidates), policy) if candidates else 0
+        except HermesRepoError as exc:
+            if raise_errors:
+                raise
+            reason = f"{name}: {describe(exc)}"
+            log.warning(
+                "pending transcript of session %s not recovered (%s: %s); the file is kept "
+                "for the next recovery",
+                session_id,
+                classify(exc).value,
+                describe(exc),
+            )
+            return RecoveryReport(
+                files=1, kept=len(contents.records) + len(contents.rejected), errors=(reason,)
+            )
+        if kept:
+            _keep_lines(home, session_id, kept)
+            log.warning(
+                "%d unusable line(s) of %s moved to %s%s (first: line %d, %s)",
+                len(kept),
+                name,
+                session_id,
+                spool.REJECTED_SUFFIX,
+                kept[0].line_no,
+                kept[0].reason,
+            )
+        spool.remove_file(home, name)
+    inserted = len(candidates) - already
+    return RecoveryReport(files=1, inserted=inserted, duplicates=already + repeats, kept=len(kept))
+
+
+def _keep_lines(
+    home: os.PathLike[str] | str, session_id: str, kept: list[spool.RejectedLine]
+) -> None:
+    name = spool.pending_name(session_id, spool.REJECTED_SUFFIX)
+    with spool.spool_lock(home, name):
+        existing = spool.read_spool(home, name)
+        # A crash between this append and the delete of the spool file makes the next
+        # recovery keep the same lines again: write each one once.
+        have: set[bytes] = set()
+        if existing is not None:
+            have = {r.raw for r in existing.records} | {r.raw for r in existing.rejected}
+        lines = [k.raw for k in kept if k.raw not in have]
+        if lines:
+            spool.append_lines(home, name, lines)
+
+
+def recover_pending(
+    store: StateStore,
+    *,
+    session_id: str | None = None,
+    policy: RetryPolicy | None = None,
+) -> RecoveryReport:
+    """Recover every spool file of the store (or only ``session_id``'s)."""
+    report = RecoveryReport()
+    if session_id is not None:
+        sids: list[str | None] = [validate_session_id(session_id)]
+        names = [spool.pending_name(session_id)]
+    else:
+        folder = spool.sessions_dir(store.home)
+        try:
+            names = sorted(n for n in os.listdir(folder) if n.endswith(spool.PENDING_SUFFIX))
+        except FileNotFoundError:
+            return report
+        sids = [spool.session_id_from_name(n) for n in names]
+    for n, (name, sid) in enumerate(zip(names, sids, strict=True)):
+        if sid is None:
+            report += RecoveryReport(
+                files=1,
+                errors=(f"{name}: not a valid session id; left in place, never replayed",),
+            )
+            continue
+        try:
+            one = recover_file(store, sid, policy)
+        except (OSError, HermesRepoError) as exc:
+            # An unsafe or unreadable file: report it, go on with the others.
+            log.warning("pending transcript %s not recovered: %s", name, exc)
+            report += RecoveryReport(files=1, errors=(f"{name}: {exc}",))
+            continue
+        report += one
+        if one.errors and n + 1 < len(names):
+            # The database refused the write (locked past the budget, full, damaged):
+            # the next file would wait and fail the same way, so leave them all.
+            rest = len(names) - n - 1
+            report += RecoveryReport(
+                files=rest,
+                errors=(f"{rest} more file(s) not tried after the database failed",),
+            )
+            break
+    return report

@@ -1,0 +1,423 @@
+"""Spool files: where a transcript goes when the database cannot take it.
+
+``<home>/sessions/<sid>.pending.jsonl`` is a retry queue, one JSON object a line::
+
+    {"_fallback_timestamp": 1718000000.5, "message": {"role": "user", ...}}
+
+Plain message dicts (``{"role": ...}``, written by older tools) are read too. A spool
+file is only ever appended to, then fsynced with its folder, and deleted by recovery after
+the records are committed (see :mod:`hermes_repo.transcript.recovery`).
+
+Two siblings share the format and the safety rules but are never replayed:
+
+* ``<sid>.rejected.jsonl``: lines recovery could not use (a torn last line from a crash
+  mid-append, invalid JSON, an invalid message), byte for byte, for inspection;
+* ``<sid>.jsonl``: the salvage file a writer uses while the database file is damaged
+  (replaying into a damaged file would spread the damage).
+
+Safety: the session id is validated before it becomes a file name; ``sessions/`` is
+created 0700 and opened with ``O_NOFOLLOW | O_DIRECTORY``; files are opened relative to
+that folder's descriptor with ``O_NOFOLLOW`` (``O_APPEND`` for writing) and created
+0600, so no symlink, in place of the folder or of a file, can redirect a write
+(:class:`~hermes_repo.errors.UnsafePathError`). Every reader and writer of one spool
+file holds its lock file (``<file>.lock``, a ``filelock`` flock that dies with its
+process), so recovery never reads a line a live writer is still appending, and never
+deletes a file under one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import stat
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import filelock
+
+from ..codec import dumps
+from ..errors import IntegrityViolation, UnsafePathError
+from ..ids import validate_session_id
+
+__all__ = [
+    "PENDING_SUFFIX",
+    "REJECTED_SUFFIX",
+    "SALVAGE_SUFFIX",
+    "SESSIONS_DIR",
+    "PendingFile",
+    "RejectedLine",
+    "SpoolContents",
+    "SpoolRecord",
+    "append_lines",
+    "append_messages",
+    "list_pending",
+    "pending_name",
+    "read_spool",
+    "remove_file",
+    "session_id_from_name",
+    "sessions_dir",
+    "spool_lock",
+    "wrap",
+]
+
+SESSIONS_DIR = "sessions"
+PENDING_SUFFIX = ".pending.jsonl"
+REJECTED_SUFFIX = ".rejected.jsonl"
+SALVAGE_SUFFIX = ".jsonl"
+LOCK_SUFFIX = ".lock"
+FALLBACK_KEY = "_fallback_timestamp"
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_APPEND_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+
+
+# -- records -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SpoolRecord:
+    """One usable line of a spool file."""
+
+    line_no: int  # 1-based
+    message: dict[str, Any]
+    fallback_timestamp: float | None  # None for a plain (unwrapped) record
+    raw: bytes
+
+
+@dataclass(frozen=True)
+class RejectedLine:
+    """A line that cannot be replayed, kept byte for byte with the reason."""
+
+    line_no: int
+    raw: bytes
+    reason: str
+
+
+@dataclass(frozen=True)
+class SpoolContents:
+    """A spool file parsed: usable records and rejected lines, both in file order."""
+
+    records: list[SpoolRecord]
+    rejected: list[RejectedLine]
+    size: int
+    mtime: float
+
+    @property
+    def oldest_at(self) -> float | None:
+        """When the oldest record was spooled: its fallback time, or for a plain record
+        (which has none) the message's own timestamp."""
+        times = []
+        for r in self.records:
+            t = r.fallback_timestamp
+            if t is None:
+                t = _number(r.message.get("timestamp"))
+            if t is not None:
+                times.append(t)
+        return min(times) if times else None
+
+
+def wrap(message: Mapping[str, Any], at: float | None = None) -> dict[str, Any]:
+    """The spool record of ``message``: ``{"_fallback_timestamp": t, "message": m}``."""
+    return {FALLBACK_KEY: time.time() if at is None else at, "message": dict(message)}
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def parse_line(line_no: int, raw: bytes) -> SpoolRecord | RejectedLine:
+    """One line of a spool file (without its newline) as a record, or why not."""
+    try:
+        obj = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        return RejectedLine(line_no, raw, f"not valid JSON ({exc})")
+    if not isinstance(obj, dict):
+        return RejectedLine(line_no, raw, f"a JSON {type(obj).__name__}, not an object")
+    if FALLBACK_KEY in obj or "message" in obj:
+        message = obj.get("message")
+        if not isinstance(message, dict):
+            return RejectedLine(line_no, raw, "wrapped record without a message object")
+        return SpoolRecord(line_no, message, _number(obj.get(FALLBACK_KEY)), raw)
+    if "role" in obj:
+        return SpoolRecord(line_no, obj, None, raw)
+    return RejectedLine(line_no, raw, "neither a wrapped record nor a message (no role)")
+
+
+def parse_spool(data: bytes, *, size: int | None = None, mtime: float = 0.0) -> SpoolContents:
+    """Parse a whole spool file's bytes.
+
+    Lines are split on ``\\n`` bytes only: ``str.splitlines`` would also split inside
+    text holding U+2028 or other Unicode line breaks, which JSON leaves unescaped.
+    Blank lines are skipped. A last line without its newline is a torn append unless it
+    parses; either way it is never fatal.
+    """
+    records: list[SpoolRecord] = []
+    rejected: list[RejectedLine] = []
+    for i, raw in enumerate(data.split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        parsed = parse_line(i, raw)
+        if isinstance(parsed, SpoolRecord):
+            records.append(parsed)
+        else:
+            rejected.append(parsed)
+    return SpoolContents(records, rejected, len(data) if size is None else size, mtime)
+
+
+# -- names ---------------------------------------------------------------------------
+
+
+def sessions_dir(home: str | os.PathLike[str]) -> Path:
+    """``<home>/sessions``: where spool, rejected and salvage files live."""
+    return Path(home) / SESSIONS_DIR
+
+
+def pending_name(session_id: str, suffix: str = PENDING_SUFFIX) -> str:
+    """The file name for ``session_id`` (validated: it must be safe as a file name)."""
+    return validate_session_id(session_id) + suffix
+
+
+def session_id_from_name(name: str, suffix: str = PENDING_SUFFIX) -> str | None:
+    """The session id a spool file name stands for, or None if it is not a valid one."""
+    if not name.endswith(suffix):
+        return None
+    try:
+        return validate_session_id(name[: -len(suffix)])
+    except IntegrityViolation:
+        return None
+
+
+# -- safe file access ----------------------------------------------------------------
+
+
+def _unsafe(path: Path, what: str) -> UnsafePathError:
+    return UnsafePathError(
+        f"{path} is {what}; hermes_repo refuses to read or write spool files through it. "
+        "Move it away (spool files must be regular files in a real sessions/ folder)"
+    )
+
+
+@contextlib.contextmanager
+def _open_dir(home: str | os.PathLike[str], *, create: bool) -> Iterator[int | None]:
+    """A descriptor of ``<home>/sessions`` (None if missing and not ``create``)."""
+    folder = sessions_dir(home)
+    if create:
+        Path(home).mkdir(mode=0o700, parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(folder, 0o700)
+    try:
+        fd = os.open(folder, _DIR_FLAGS)
+    except FileNotFoundError:
+        if create:
+            raise
+        yield None
+        return
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise _unsafe(folder, "a symlink or not a folder") from exc
+        raise
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _check_regular(fd: int, path: Path) -> os.stat_result:
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise _unsafe(path, "not a regular file")
+    return st
+
+
+def _open_in(dir_fd: int, name: str, flags: int, path: Path) -> int:
+    try:
+        return os.open(name, flags, 0o600, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _unsafe(path, "a symlink") from exc
+        raise
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+@contextlib.contextmanager
+def spool_lock(home: str | os.PathLike[str], name: str, *, timeout: float = -1) -> Iterator[None]:
+    """Hold the lock of spool file ``name`` (waits; ``timeout`` < 0 waits forever).
+
+    The lock file is created 0600 through the folder's descriptor first, so the lock
+    library only ever opens an existing regular file (never a planted symlink). It is
+    left in place on release: waiters must lock the same inode.
+    """
+    lock_name = name + LOCK_SUFFIX
+    path = sessions_dir(home) / lock_name
+    with _open_dir(home, create=True) as dir_fd:
+        assert dir_fd is not None
+        fd = _open_in(dir_fd, lock_name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, path)
+        try:
+            _check_regular(fd, path)
+        finally:
+            os.close(fd)
+    lock = filelock.FileLock(str(path), timeout=timeout, mode=0o600)
+    with lock:
+        yield
+
+
+def append_lines(home: str | os.PathLike[str], name: str, lines: Sequence[bytes]) -> Path:
+    """Append complete lines to ``sessions/<name>`` durably; the caller holds its lock.
+
+    If the file ends without a newline (a torn append by a crashed process), a newline
+    is written first so the new records never fuse with the torn one. The data goes out
+    in one buffer, then the file and the folder are fsynced (the folder so the directory
+    entry of a new file survives a power loss too).
+    """
+    path = sessions_dir(home) / name
+    data = b"".join(line if line.endswith(b"\n") else line + b"\n" for line in lines)
+    with _open_dir(home, create=True) as dir_fd:
+        assert dir_fd is not None
+        fd = _open_in(dir_fd, name, _APPEND_FLAGS, path)
+        try:
+            st = _check_regular(fd, path)
+            if st.st_mode & 0o077:
+                os.fchmod(fd, 0o600)  # transcripts are private, whoever made the file
+            if st.st_size > 0 and os.pread(fd, 1, st.st_size - 1) != b"\n":
+                data = b"\n" + data
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.fsync(dir_fd)
+    return path
+
+
+def encode_record(record: Mapping[str, Any]) -> bytes:
+    """One spool line (without newline): compact JSON, non-ASCII kept as UTF-8."""
+    return dumps(record).encode("utf-8")
+
+
+def append_messages(
+    home: str | os.PathLike[str],
+    session_id: str,
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    suffix: str = PENDING_SUFFIX,
+    at: float | None = None,
+) -> Path:
+    """Wrap ``messages`` and append them to the session's spool file, under its lock."""
+    name = pending_name(session_id, suffix)
+    when = time.time() if at is None else at
+    # Encode before taking the lock or touching the file: a message that cannot be
+    # encoded must fail the call without leaving half a batch on disk.
+    lines = [encode_record(wrap(m, when)) for m in messages]
+    with spool_lock(home, name):
+        return append_lines(home, name, lines)
+
+
+def read_spool(home: str | os.PathLike[str], name: str) -> SpoolContents | None:
+    """Read and parse ``sessions/<name>`` (None if it does not exist); hold its lock."""
+    path = sessions_dir(home) / name
+    with _open_dir(home, create=False) as dir_fd:
+        if dir_fd is None:
+            return None
+        try:
+            fd = _open_in(dir_fd, name, _READ_FLAGS, path)
+        except FileNotFoundError:
+            return None
+        try:
+            st = _check_regular(fd, path)
+            chunks = []
+            while chunk := os.read(fd, 1 << 20):
+                chunks.append(chunk)
+        finally:
+            os.close(fd)
+    return parse_spool(b"".join(chunks), size=st.st_size, mtime=st.st_mtime)
+
+
+def remove_file(home: str | os.PathLike[str], name: str) -> bool:
+    """Delete ``sessions/<name>`` and fsync the folder; False if it was already gone."""
+    with _open_dir(home, create=False) as dir_fd:
+        if dir_fd is None:
+            return False
+        try:
+            os.unlink(name, dir_fd=dir_fd)
+        except FileNotFoundError:
+            return False
+        os.fsync(dir_fd)
+    return True
+
+
+# -- listing -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PendingFile:
+    """One spool file as an operator sees it."""
+
+    name: str
+    path: Path
+    session_id: str | None  # None: the name is not a valid session id (never replayed)
+    size: int = 0
+    records: int = 0
+    bad_lines: int = 0
+    oldest_at: float | None = None  # oldest record's spool time (file mtime if unknown)
+    error: str | None = None  # why the file could not be read
+
+    def age_s(self, now: float | None = None) -> float | None:
+        """Seconds since the oldest record was spooled."""
+        if self.oldest_at is None:
+            return None
+        return max(0.0, (time.time() if now is None else now) - self.oldest_at)
+
+
+def list_pending(
+    home: str | os.PathLike[str], *, suffix: str = PENDING_SUFFIX
+) -> list[PendingFile]:
+    """Every ``*<suffix>`` file in ``<home>/sessions``, parsed (sorted by name).
+
+    Reads without the lock: a line a writer is appending at this instant may show up
+    as a bad line, which is fine for a report (recovery itself holds the lock).
+    """
+    folder = sessions_dir(home)
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.endswith(suffix))
+    except FileNotFoundError:
+        return []
+    if suffix == SALVAGE_SUFFIX:
+        # `.pending.jsonl` and `.rejected.jsonl` also end with `.jsonl`.
+        names = [n for n in names if not n.endswith((PENDING_SUFFIX, REJECTED_SUFFIX))]
+    out = []
+    for name in names:
+        path = folder / name
+        sid = session_id_from_name(name, suffix)
+        try:
+            contents = read_spool(home, name)
+        except (OSError, UnsafePathError) as exc:
+            out.append(PendingFile(name, path, sid, error=str(exc)))
+            continue
+        if contents is None:
+            continue  # recovered (deleted) since the listing
+        oldest = contents.oldest_at
+        out.append(
+            PendingFile(
+                name,
+                path,
+                sid,
+                size=contents.size,
+                records=len(contents.records),
+                bad_lines=len(contents.rejected),
+                oldest_at=oldest if oldest is not None else contents.mtime,
+            )
+        )
+    return out

@@ -1,0 +1,345 @@
+"""Flush with fallback: every message handed to a flush ends up committed or fsynced.
+
+:class:`TranscriptWriter` persists an agent's growing message list. Each call to
+:meth:`TranscriptWriter.flush` writes the messages that are not durable yet, one small
+transaction each (the store's retry policy replays a locked or read-only write within
+the budget). When a write fails in a way retry cannot fix, the messages not yet
+committed go at once to ``<home>/sessions/<sid>.pending.jsonl`` (fsynced, 0600), which
+:meth:`StateStore.recover_pending` replays exactly once. Without a store (its
+initialisation failed) every message goes there.
+
+Durability is tracked by **uid**, never by list position: the writer remembers which
+uids are committed for the session (loaded from the database at the first flush), so
+repairing, compacting or reordering the caller's list cannot make it skip or repeat a
+message. Each message gets ``uid`` and ``timestamp`` once, on the caller's dict and in
+the row, so a replay can tell a real duplicate from a new message.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import select
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.orm import Session
+
+from ..codec import new_uid
+from ..engine import default_home
+from ..errors import (
+    ConfigurationError,
+    ErrorKind,
+    HermesRepoError,
+    IntegrityViolation,
+    NotFoundError,
+    classify,
+    describe,
+    translate,
+)
+from ..ids import validate_session_id
+from ..models import messages_table
+from ..repositories import MessageRepository
+from ..retry import TRANSCRIPT_POLICY, RetryPolicy, run_with_retry
+from ..uow import UnitOfWork
+from . import spool
+from .recovery import recover_file, storable_row
+
+if TYPE_CHECKING:
+    from ..store import StateStore
+
+__all__ = ["FlushResult", "TranscriptWriter"]
+
+log = logging.getLogger("hermes_repo.transcript")
+
+
+@dataclass(frozen=True)
+class FlushResult:
+    """The outcome of one :meth:`TranscriptWriter.flush`.
+
+    Counts cover the messages of the call's list that were not committed when it
+    started: ``written`` are committed now; ``spooled`` are safe in a spool file (the
+    pending queue, or the salvage file while the database is damaged); ``unsaved`` are
+    only in memory because the spool could not be written either (then ``error`` says
+    both causes, and the next flush tries them again). ``error`` is None when every
+    message reached the database.
+    """
+
+    written: int
+    spooled: int
+    error: str | None = None
+    unsaved: int = 0
+    written_uids: tuple[str, ...] = ()
+    spooled_uids: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """True when every message of the call is committed in the database."""
+        return self.error is None
+
+
+class TranscriptWriter:
+    """Persists one session's messages: to the store, else to the spool file.
+
+    ``TranscriptWriter(home, session_id, store)`` or ``store.transcript_writer(sid)``;
+    ``store=None`` spools everything (for an agent whose store failed to open).
+    ``write_budget_s`` is how long a locked or read-only database is waited for before
+    spooling (default: the store's transcript budget, 60 s). One writer per session and
+    process is the intended use; calls on one writer are serialized by a lock.
+
+    A message is stored as it was at the flush that first accepted it: once its uid is
+    committed (or spooled), later changes to the dict are not written again. Rewrites
+    of stored messages go through the repair path (``load_conversation(repair=True)``).
+    """
+
+    def __init__(
+        self,
+        home: str | os.PathLike[str] | None,
+        session_id: str,
+        store: StateStore | None = None,
+        *,
+        write_budget_s: float | None = None,
+        source: str = "cli",
+    ) -> None:
+        self.session_id = validate_session_id(session_id)
+        if home is None:
+            home = store.home if store is not None else default_home()
+        self.home = Path(home)
+        if store is not None and os.path.realpath(self.home) != os.path.realpath(store.home):
+            raise ConfigurationError(
+                f"the writer's home {self.home} is not the store's ({store.home}); spool "
+                "files must live next to the database that recovers them"
+            )
+        self.store = store
+        if write_budget_s is None:
+            budget = store.transcript_budget_s if store is not None else TRANSCRIPT_POLICY.budget_s
+        else:
+            budget = write_budget_s
+        self.policy = RetryPolicy(budget_s=budget)
+        self.source = source
+        self._committed: set[str] | None = None  # loaded at the first flush with a store
+        self._spooled: set[str] = set()  # uids this writer put in a spool file
+        self._lock = threading.Lock()
+
+    @property
+    def pending_path(self) -> Path:
+        """This session's spool file (it exists only while something is pending)."""
+        return spool.sessions_dir(self.home) / spool.pending_name(self.session_id)
+
+    # -- the flush -------------------------------------------------------------------
+
+    def flush(self, messages: list[dict[str, Any]]) -> FlushResult:
+        """Make every message of ``messages`` durable; see :class:`FlushResult`.
+
+        Messages whose uid is already committed are skipped; the others are written in
+        list order, one transaction each, after any spooled backlog of this session
+        (so ids keep the conversation's order). Sets ``uid`` and ``timestamp`` on
+        dicts that lack them. Never raises for database or disk trouble; raises
+        :class:`IntegrityViolation` before writing anything if a message can never be
+        stored (not a dict, unknown role, non-numeric timestamp...).
+        """
+        with self._lock:
+            return self._flush(messages)
+
+    def _flush(self, messages: list[dict[str, Any]]) -> FlushResult:
+        now = time.time()
+        for i, message in enumerate(messages):
+            if not isinstance(message, dict):
+                raise IntegrityViolation(
+                    f"message {i} must be a dict, got {type(message).__name__}; nothing written"
+                )
+            uid = message.get("uid")
+            if not uid:
+                message["uid"] = new_uid()
+            elif not isinstance(uid, str):
+                # Durability is tracked by uid: a key that changes type on the way
+                # through the database would never match again.
+                raise IntegrityViolation(
+                    f"message {i} has a uid of type {type(uid).__name__}; uids are strings"
+                )
+            if message.get("timestamp") is None:
+                message["timestamp"] = now
+
+        store = self.store
+        if store is None:
+            todo = self._not_durable(messages, set())
+            self._validate(todo)
+            return self._spool(
+                todo,
+                [],
+                RuntimeError("no store (store=None): every message goes to the spool"),
+                None,
+            )
+
+        failure: Exception | None = None
+        committed: set[str] = set()
+        try:
+            committed = self._committed_uids(store)
+        except Exception as exc:  # nothing may escape: the messages must reach a disk
+            failure = exc
+        todo = self._not_durable(messages, committed)
+        self._validate(todo)
+
+        if failure is None and os.path.lexists(self.pending_path):
+            # A backlog of this session (spooled by us, or left by a crashed process)
+            # goes in first, so rows keep the conversation's order.
+            try:
+                recover_file(store, self.session_id, self.policy, raise_errors=True)
+                self._spooled.clear()  # everything spooled so far is committed now
+                committed = self._committed_uids(store, reload=True)
+            except Exception as exc:
+                failure = exc
+
+        written: list[str] = []
+        for message in todo:
+            uid = message["uid"]
+            if uid in committed:
+                written.append(uid)  # came in with the backlog
+                continue
+            if failure is not None:
+                break
+            try:
+                self._write_one(store, message)
+            except Exception as exc:  # classified and reported below
+                failure = exc
+                break
+            committed.add(uid)
+            written.append(uid)
+        if failure is None:
+            return FlushResult(len(written), 0, written_uids=tuple(written))
+        rest = [m for m in todo if m["uid"] not in committed]
+        return self._spool(rest, written, failure, store)
+
+    def _not_durable(
+        self, messages: list[dict[str, Any]], committed: set[str]
+    ) -> list[dict[str, Any]]:
+        seen: set[str] = set()
+        todo = []
+        for message in messages:
+            uid = message["uid"]
+            # The same dict (or uid) twice in one list is one message.
+            if uid not in committed and uid not in seen:
+                seen.add(uid)
+                todo.append(message)
+        return todo
+
+    def _validate(self, todo: list[dict[str, Any]]) -> None:
+        for message in todo:
+            try:
+                storable_row(self.session_id, message)
+            except IntegrityViolation as exc:
+                raise IntegrityViolation(
+                    f"message uid={message['uid']} cannot be stored: {exc}; nothing written"
+                ) from exc
+
+    # -- database side ---------------------------------------------------------------
+
+    def _committed_uids(self, store: StateStore, *, reload: bool = False) -> set[str]:
+        if self._committed is None or reload:
+            sid = self.session_id
+
+            def attempt() -> set[str]:
+                try:
+                    with Session(bind=store.engine) as session, session.begin():
+                        return MessageRepository(session).uids(sid)
+                except DBAPIError as exc:
+                    raise translate(exc, action="read") from exc
+
+            self._committed = run_with_retry(attempt, self.policy)
+        return self._committed
+
+    def _uid_stored(self, store: StateStore, uid: str) -> bool:
+        stmt = select(messages_table.c.id).where(
+            messages_table.c.session_id == self.session_id, messages_table.c.uid == uid
+        )
+        try:
+            with Session(bind=store.engine) as session, session.begin():
+                return session.execute(stmt).first() is not None
+        except DBAPIError as exc:
+            raise translate(exc, action="read") from exc
+
+    def _write_one(self, store: StateStore, message: dict[str, Any]) -> None:
+        sid = self.session_id
+
+        def work(uow: UnitOfWork) -> int:
+            try:
+                return uow.messages.append(sid, message)
+            except NotFoundError:
+                # First message of a new session: the counters UPDATE matched no row,
+                # nothing was written; create the session and append in the same unit.
+                uow.sessions.ensure(sid, source=self.source, started_at=message["timestamp"])
+                return uow.messages.append(sid, message)
+
+        try:
+            store.write(work, self.policy)
+        except IntegrityViolation:
+            # The uid is already stored (another process recovered our spool file
+            # first): the message is durable, which is all a flush promises.
+            if self._uid_stored(store, message["uid"]):
+                return
+            raise
+
+    # -- spool side ------------------------------------------------------------------
+
+    def _spool(
+        self,
+        rest: list[dict[str, Any]],
+        written: list[str],
+        failure: BaseException,
+        store: StateStore | None,
+    ) -> FlushResult:
+        kind = classify(failure)
+        cause = f"{kind.value}: {describe(failure)}" if store is not None else describe(failure)
+        # While the database file is damaged, new messages go to the salvage file: a
+        # retry queue would be replayed into the damaged file and spread the damage.
+        salvage = store is not None and kind is ErrorKind.CORRUPT
+        suffix = spool.SALVAGE_SUFFIX if salvage else spool.PENDING_SUFFIX
+        target = spool.sessions_dir(self.home) / spool.pending_name(self.session_id, suffix)
+        fresh = [m for m in rest if m["uid"] not in self._spooled]
+        try:
+            if fresh:
+                spool.append_messages(self.home, self.session_id, fresh, suffix=suffix)
+        except (OSError, ValueError, TypeError, HermesRepoError) as exc:
+            error = f"{cause}; and the spool file {target} could not be written: {exc}"
+            log.error(
+                "transcript of session %s: %d message(s) are only in memory: %s",
+                self.session_id,
+                len(fresh),
+                error,
+            )
+            lost = {m["uid"] for m in fresh}
+            spooled = [m["uid"] for m in rest if m["uid"] not in lost]
+            return FlushResult(
+                len(written),
+                len(spooled),
+                error,
+                unsaved=len(fresh),
+                written_uids=tuple(written),
+                spooled_uids=tuple(spooled),
+            )
+        self._spooled.update(m["uid"] for m in fresh)
+        if rest:
+            log.warning(
+                "transcript of session %s: database write failed (%s); %d message(s) "
+                "written, %d spooled to %s",
+                self.session_id,
+                cause,
+                len(written),
+                len(rest),
+                target,
+            )
+        return FlushResult(
+            len(written),
+            len(rest),
+            cause,
+            written_uids=tuple(written),
+            spooled_uids=tuple(m["uid"] for m in rest),
+        )
+
+    def __repr__(self) -> str:
+        mode = "store" if self.store is not None else "spool only"
+        return f"TranscriptWriter(session_id={self.session_id!r}, {mode})"

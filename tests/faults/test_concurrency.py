@@ -1,0 +1,66 @@
+"""Many processes at once: nothing lost, nothing doubled, the indexes consistent."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from sqlalchemy import text
+
+from hermes_repo import StateStore
+
+ROOT = Path(__file__).resolve().parents[2]
+PER_WRITER = int(os.environ.get("HERMES_CONCURRENCY_MESSAGES", "60"))
+
+
+def _spawn(*args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.support.concurrency_worker", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_six_writers_and_a_reader_lose_and_double_nothing(home: Path, tmp_path: Path) -> None:
+    stop = tmp_path / "stop"
+    reader = _spawn(str(home), "search", str(stop))
+    # Four writers on their own sessions, two sharing one session.
+    plan = [("solo-1", "w1"), ("solo-2", "w2"), ("solo-3", "w3"), ("solo-4", "w4")]
+    plan += [("shared", "w5"), ("shared", "w6")]
+    writers = [_spawn(str(home), "write", sid, str(PER_WRITER), tag) for sid, tag in plan]
+    reported: dict[str, str] = {}
+    for (sid, _tag), proc in zip(plan, writers, strict=True):
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+        for line in out.splitlines():
+            assert line.startswith("OK "), line
+            reported[line[3:]] = sid
+    stop.touch()
+    out, err = reader.communicate(timeout=60)
+    assert reader.returncode == 0, err
+    assert out.strip().endswith("ERRORS 0"), out[-2000:]
+    assert len(reported) == PER_WRITER * len(plan)
+
+    with StateStore.open(home) as store, store.engine.connect() as conn:
+        rows = conn.execute(text("SELECT uid, session_id FROM messages")).all()
+        assert sorted(r.uid for r in rows) == sorted(reported)  # exactly once each
+        assert {r.uid: r.session_id for r in rows} == reported
+        shared = store.load_conversation("shared").messages
+        assert len(shared) == 2 * PER_WRITER
+        for sid in {s for s, _ in plan}:
+            with store.unit_of_work() as uow:
+                assert uow.sessions.require(sid).message_count == len(
+                    store.load_conversation(sid).messages
+                )
+        for index in ("messages_fts", "messages_fts_trigram"):
+            conn.execute(text(f"INSERT INTO {index}({index}) VALUES ('integrity-check')"))
+        matched = conn.execute(
+            text("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'concurrent'")
+        ).scalar_one()
+        assert matched == len(reported)

@@ -1,0 +1,124 @@
+"""Helpers for the flush, spool and recovery tests: raw handles, per-connection faults,
+and the store-wide checks every fault test ends with."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event
+
+from hermes_repo import StateStore
+from hermes_repo.engine import select_driver
+from hermes_repo.transcript import spool
+
+__all__ = [
+    "MODULE",
+    "check_store",
+    "on_store_connections",
+    "pending_files",
+    "raw",
+    "stored",
+    "write_spool",
+]
+
+MODULE = select_driver().module
+
+
+def raw(home: Path, *, timeout: float = 0.0) -> Any:
+    """A raw driver connection on the store, in autocommit (we send BEGIN ourselves).
+
+    Usable from any thread: a test may release a lock from a timer thread.
+    """
+    return MODULE.connect(
+        str(home / "state.db"), isolation_level=None, timeout=timeout, check_same_thread=False
+    )
+
+
+@contextmanager
+def on_store_connections(store: StateStore, *statements: str) -> Iterator[None]:
+    """Run ``statements`` on every connection the store opens while the block runs.
+
+    The pool is emptied on entry and exit, so the store's next write uses a connection
+    configured (then no longer configured) this way.
+    """
+
+    def configure(dbapi_conn: Any, _record: Any) -> None:
+        for sql in statements:
+            dbapi_conn.execute(sql)
+
+    event.listen(store.engine, "connect", configure)
+    store.engine.dispose()
+    try:
+        yield
+    finally:
+        event.remove(store.engine, "connect", configure)
+        store.engine.dispose()
+
+
+def stored(home: Path, session_id: str) -> list[dict[str, Any]]:
+    """The session's rows as (uid, role, content...) dicts in id order, read raw."""
+    con = raw(home)
+    try:
+        con.row_factory = MODULE.Row
+        rows = con.execute(
+            "SELECT * FROM messages WHERE session_id = ? ORDER BY id", (session_id,)
+        ).fetchall()
+        return [dict(r) for r in rows]
+    finally:
+        con.close()
+
+
+def pending_files(home: Path) -> list[str]:
+    folder = spool.sessions_dir(home)
+    if not folder.exists():
+        return []
+    return sorted(p.name for p in folder.iterdir() if p.name.endswith(spool.PENDING_SUFFIX))
+
+
+def write_spool(
+    home: Path, session_id: str, lines: Sequence[Any], *, raw_tail: bytes = b""
+) -> Path:
+    """Write a spool file by hand: dicts become JSON lines, bytes are written as is."""
+    folder = spool.sessions_dir(home)
+    folder.mkdir(mode=0o700, exist_ok=True)
+    path = folder / (session_id + spool.PENDING_SUFFIX)
+    data = b"".join(
+        line if isinstance(line, bytes) else json.dumps(line, ensure_ascii=False).encode() + b"\n"
+        for line in lines
+    )
+    path.write_bytes(data + raw_tail)
+    path.chmod(0o600)
+    return path
+
+
+def check_store(home: Path) -> dict[str, int]:
+    """The invariants every fault test ends with; returns uid -> row count.
+
+    ``PRAGMA integrity_check`` is ok, both FTS indexes pass ``'integrity-check'``, no uid
+    is stored twice in a session, and every session's counter equals its active rows.
+    """
+    con = raw(home, timeout=5.0)
+    try:
+        assert con.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        con.execute("INSERT INTO messages_fts(messages_fts) VALUES('integrity-check')")
+        con.execute(
+            "INSERT INTO messages_fts_trigram(messages_fts_trigram) VALUES('integrity-check')"
+        )
+        dupes = con.execute(
+            "SELECT session_id, uid, count(*) FROM messages GROUP BY session_id, uid "
+            "HAVING count(*) > 1"
+        ).fetchall()
+        assert dupes == [], f"uids stored twice: {dupes[:5]}"
+        drift = con.execute(
+            "SELECT s.id, s.message_count, (SELECT count(*) FROM messages m "
+            "WHERE m.session_id = s.id AND m.active = 1) AS n FROM sessions s "
+            "WHERE s.message_count != n"
+        ).fetchall()
+        assert drift == [], f"session counters differ from their rows: {drift[:5]}"
+        return {uid: 1 for (uid,) in con.execute("SELECT uid FROM messages")}
+    finally:
+        con.close()
