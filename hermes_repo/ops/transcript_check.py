@@ -1,0 +1,314 @@
+"""The operator's view of transcript invariants: check every session, repair on request.
+
+Two invariants make a transcript replayable: role alternation (no two user or two
+assistant turns in a row) and tool pairing (each tool result answers an open call of the
+assistant turn before it, once). :func:`check_transcripts` counts, for the whole store,
+the sessions and active rows that break them, in one read transaction that writes
+nothing. :func:`repair_session` applies the durable repair of
+:mod:`hermes_repo.transcript.reconcile` to one session and reports what changed;
+:func:`repair_transcripts` does that for every session the check flags.
+
+Counts are of *violating rows* as :func:`~hermes_repo.transcript.repair.violations`
+reports them. A repair can take out a few more rows than that: dropping an orphan tool
+result can make the two user turns around it adjacent, and they merge too.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from ..errors import NotFoundError
+from ..models import messages_table, sessions_table
+from ..store import StateStore
+from ..transcript.reconcile import ArchivedRow, reconcile_session
+from ..transcript.repair import (
+    RULE_DUPLICATE_TOOL,
+    RULE_MERGE_ASSISTANT,
+    RULE_MERGE_USER,
+    RULE_ORPHAN_TOOL,
+    RULES,
+    violations,
+)
+
+__all__ = [
+    "ALTERNATION_RULES",
+    "TOOL_PAIRING_RULES",
+    "SessionRepair",
+    "SessionViolations",
+    "TranscriptRepairSummary",
+    "TranscriptReport",
+    "check_transcripts",
+    "repair_session",
+    "repair_transcripts",
+]
+
+ALTERNATION_RULES = (RULE_MERGE_USER, RULE_MERGE_ASSISTANT)
+"""Rules of role alternation: two user or two assistant turns in a row."""
+TOOL_PAIRING_RULES = (RULE_ORPHAN_TOOL, RULE_DUPLICATE_TOOL)
+"""Rules of tool pairing: a result that answers no open call, or answers one twice."""
+
+_m = messages_table
+_s = sessions_table
+
+
+@dataclass(frozen=True)
+class SessionViolations:
+    """One session whose active transcript breaks an invariant."""
+
+    session_id: str
+    active_rows: int
+    by_rule: dict[str, int]
+    """Violating rows per rule (only rules that occur)."""
+
+    @property
+    def violating_rows(self) -> int:
+        """Rows that break any invariant."""
+        return sum(self.by_rule.values())
+
+    @property
+    def alternation_rows(self) -> int:
+        """Rows that break role alternation."""
+        return sum(self.by_rule.get(r, 0) for r in ALTERNATION_RULES)
+
+    @property
+    def tool_pairing_rows(self) -> int:
+        """Rows that break tool pairing."""
+        return sum(self.by_rule.get(r, 0) for r in TOOL_PAIRING_RULES)
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready view."""
+        return {
+            "session_id": self.session_id,
+            "active_rows": self.active_rows,
+            "violating_rows": self.violating_rows,
+            "alternation_rows": self.alternation_rows,
+            "tool_pairing_rows": self.tool_pairing_rows,
+            "by_rule": dict(self.by_rule),
+        }
+
+
+@dataclass(frozen=True)
+class TranscriptReport:
+    """Transcript invariants across a store, as one read transaction saw them."""
+
+    sessions_checked: int
+    rows_checked: int
+    """Active rows read (display-only rows included; they never violate)."""
+    sessions: tuple[SessionViolations, ...]
+    """The violating sessions, by session id."""
+
+    @property
+    def ok(self) -> bool:
+        """True when no session violates an invariant."""
+        return not self.sessions
+
+    @property
+    def sessions_violating(self) -> int:
+        """Sessions with at least one violating row."""
+        return len(self.sessions)
+
+    @property
+    def rows_violating(self) -> int:
+        """Violating rows across the store."""
+        return sum(s.violating_rows for s in self.sessions)
+
+    @property
+    def by_rule(self) -> dict[str, int]:
+        """Violating rows per rule, every rule listed."""
+        total: Counter[str] = Counter()
+        for s in self.sessions:
+            total.update(s.by_rule)
+        return {rule: total.get(rule, 0) for rule in RULES}
+
+    @property
+    def alternation(self) -> tuple[int, int]:
+        """(sessions, rows) breaking role alternation."""
+        hit = [s.alternation_rows for s in self.sessions if s.alternation_rows]
+        return len(hit), sum(hit)
+
+    @property
+    def tool_pairing(self) -> tuple[int, int]:
+        """(sessions, rows) breaking tool pairing."""
+        hit = [s.tool_pairing_rows for s in self.sessions if s.tool_pairing_rows]
+        return len(hit), sum(hit)
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready view (what ``sessions repair --check-only --json`` prints)."""
+        alt, pairing = self.alternation, self.tool_pairing
+        return {
+            "ok": self.ok,
+            "sessions_checked": self.sessions_checked,
+            "rows_checked": self.rows_checked,
+            "sessions_violating": self.sessions_violating,
+            "rows_violating": self.rows_violating,
+            "alternation": {"sessions": alt[0], "rows": alt[1]},
+            "tool_pairing": {"sessions": pairing[0], "rows": pairing[1]},
+            "by_rule": self.by_rule,
+            "sessions": [s.as_dict() for s in self.sessions],
+        }
+
+
+def _calls(raw: str | None) -> Any:
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        # A row salvaged from a damaged file may hold broken JSON: it then pairs with
+        # nothing, which is what a replay of it would get too.
+        return None
+
+
+def _scan(session: Session) -> tuple[int, int, list[SessionViolations]]:
+    conn = session.connection()
+    sessions_checked = int(conn.execute(select(func.count()).select_from(_s)).scalar_one())
+    # Only what violations() reads: decoding whole messages would cost far more.
+    stmt = (
+        select(_m.c.session_id, _m.c.role, _m.c.tool_calls, _m.c.tool_call_id, _m.c.display_only)
+        .where(_m.c.active == 1)
+        .order_by(_m.c.session_id, _m.c.id)
+    )
+    rows_checked = 0
+    found: list[SessionViolations] = []
+    result = conn.execute(stmt)
+    for sid, group in itertools.groupby(result, key=lambda r: r[0]):
+        transcript = [
+            {
+                "role": role,
+                "tool_calls": _calls(calls) if role == "assistant" else None,
+                "tool_call_id": call_id,
+                "display_only": bool(display),
+            }
+            for _sid, role, calls, call_id, display in group
+        ]
+        rows_checked += len(transcript)
+        hits = violations(transcript)
+        if hits:
+            by_rule = Counter(rule for _index, rule in hits)
+            found.append(SessionViolations(str(sid), len(transcript), dict(by_rule)))
+    return sessions_checked, rows_checked, found
+
+
+def check_transcripts(store: StateStore) -> TranscriptReport:
+    """Count the sessions and active rows that break alternation or tool pairing.
+
+    Read-only: one read transaction, no lock taken, nothing written.
+    """
+    sessions_checked, rows_checked, found = store._read(_scan)
+    return TranscriptReport(sessions_checked, rows_checked, tuple(found))
+
+
+@dataclass(frozen=True)
+class SessionRepair:
+    """What a durable repair of one session changed."""
+
+    session_id: str
+    repairs: int
+    """Rows taken out of the replay (each one archived)."""
+    updated_ids: tuple[int, ...]
+    """Surviving rows that absorbed merged content."""
+    archived: tuple[ArchivedRow, ...]
+    rows_written: int
+    counters_before: tuple[int, int] | None = None
+    counters_after: tuple[int, int] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready view."""
+        return {
+            "session_id": self.session_id,
+            "repairs": self.repairs,
+            "updated_ids": list(self.updated_ids),
+            "archived": [
+                {"id": a.id, "rule": a.rule, "survivor_id": a.survivor_id, "reason": a.reason}
+                for a in self.archived
+            ],
+            "rows_written": self.rows_written,
+            "counters_before": _counters(self.counters_before),
+            "counters_after": _counters(self.counters_after),
+        }
+
+
+def _counters(pair: tuple[int, int] | None) -> dict[str, int] | None:
+    if pair is None:
+        return None
+    return {"message_count": pair[0], "tool_call_count": pair[1]}
+
+
+def repair_session(store: StateStore, session_id: str) -> SessionRepair:
+    """Repair one session's transcript durably and report what changed.
+
+    Raises :class:`NotFoundError` for an unknown session. A clean session changes nothing
+    (and takes no write lock).
+    """
+    exists = store._read(
+        lambda s: (
+            s.connection().execute(select(_s.c.id).where(_s.c.id == session_id)).first() is not None
+        )
+    )
+    if not exists:
+        raise NotFoundError(
+            f"session {session_id!r} does not exist; list sessions with `hermes-repo sessions list`"
+        )
+    r = reconcile_session(store, session_id)
+    return SessionRepair(
+        session_id,
+        r.repairs,
+        r.updated_ids,
+        r.archived,
+        r.rows_written,
+        r.counters_before,
+        r.counters_after,
+    )
+
+
+@dataclass(frozen=True)
+class TranscriptRepairSummary:
+    """The outcome of repairing every violating session of a store."""
+
+    checked: TranscriptReport
+    """The check that chose the sessions (before the repair)."""
+    repaired: tuple[SessionRepair, ...] = field(default=())
+
+    @property
+    def sessions_repaired(self) -> int:
+        """Sessions where this run wrote a repair."""
+        return sum(1 for r in self.repaired if r.repairs)
+
+    @property
+    def repairs(self) -> int:
+        """Rows archived out of the replay, across the store."""
+        return sum(r.repairs for r in self.repaired)
+
+    @property
+    def rows_updated(self) -> int:
+        """Surviving rows rewritten with merged content."""
+        return sum(len(r.updated_ids) for r in self.repaired)
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready view."""
+        return {
+            "sessions_violating": self.checked.sessions_violating,
+            "rows_violating": self.checked.rows_violating,
+            "sessions_repaired": self.sessions_repaired,
+            "repairs": self.repairs,
+            "rows_updated": self.rows_updated,
+            "sessions": [r.as_dict() for r in self.repaired],
+        }
+
+
+def repair_transcripts(store: StateStore) -> TranscriptRepairSummary:
+    """Check the store, then durably repair each session that violates an invariant.
+
+    Each session is repaired in its own write transaction, so a long run never holds
+    the write lock for more than one session at a time.
+    """
+    report = check_transcripts(store)
+    repaired = tuple(repair_session(store, s.session_id) for s in report.sessions)
+    return TranscriptRepairSummary(report, repaired)

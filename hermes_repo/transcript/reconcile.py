@@ -1,0 +1,434 @@
+"""Durable transcript repair: the repaired replay is written back, so repair converges.
+
+Repairing a transcript only in memory does not converge: every later load reads the same
+malformed rows, repairs them again and replays a prefix that differs from what the
+provider saw last time (the prompt cache misses on every resume). Reconciliation makes
+the stored active rows equal to the repaired replay, in the transaction that decided it:
+
+* a surviving row keeps its id and gets the merged ``content`` (stored by the codec's
+  rule: a string in ``content``, parts as JSON plus their searchable text),
+  ``tool_calls``, ``reasoning``, ``reasoning_details``, and ``api_content = NULL`` where
+  the plan clears the stale sidecar; the FTS update trigger re-indexes it;
+* a removed row is archived, never deleted: ``active = 0``, ``archived_at`` and an
+  ``archive_reason`` naming the rule and the survivor (``"merge_user into #41"``,
+  ``"orphan_tool_result"``); flipping ``active`` does not touch the full-text index;
+* the session's ``message_count`` / ``tool_call_count`` are set to what the active rows
+  hold.
+
+Only rows that change are written. The transactions:
+
+1. The active rows are read and checked in a plain read transaction (``BEGIN``). A clean
+   session ends there: no lock taken, nothing written.
+2. With violations, the repair is written *in that same transaction*. SQLite upgrades
+   it to a write transaction only if no other connection committed since it read: in
+   WAL mode a stale snapshot cannot write (``SQLITE_BUSY_SNAPSHOT``), and in rollback
+   mode the read's shared lock keeps others from committing. So when the write succeeds,
+   what was read is what the write lock now guards, and read, plan and write are atomic
+   without reading the 20k rows twice.
+3. If that write fails for any reason (another writer committed in between or holds the
+   lock, a damaged index to detach...), it is rolled back and the repair runs again as a
+   unit of work through :meth:`StateStore.write`: ``BEGIN IMMEDIATE``, re-read, re-plan
+   (another process may have repaired or extended the session), write; transient lock
+   errors replay that unit whole, and FTS damage is handled as for any write.
+
+Planning is done per turn group (see :func:`plan_repair`): on a long session with a few
+violations only the groups that hold them are copied and repaired, which keeps a
+repairing load close to the cost of a plain one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from sqlalchemy import bindparam, select, update
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.orm import Session
+
+from ..codec import MESSAGE_COLUMNS, content_columns, dumps, row_to_message
+from ..errors import HermesRepoError, describe, translate
+from ..models import messages_table, sessions_table
+from .repair import Removal, RepairPlan, SurvivorUpdate, repair_transcript, violations
+
+if TYPE_CHECKING:
+    from ..store import StateStore
+    from ..uow import UnitOfWork
+
+__all__ = [
+    "PATH_CLEAN",
+    "PATH_SAME_TRANSACTION",
+    "PATH_WRITE_UNIT",
+    "ArchivedRow",
+    "ReconcileConflict",
+    "ReconcileResult",
+    "archive_reason",
+    "plan_repair",
+    "reconcile_session",
+]
+
+log = logging.getLogger("hermes_repo.reconcile")
+
+PATH_CLEAN: Final = "clean"
+"""Nothing to repair: one read transaction, nothing written."""
+PATH_SAME_TRANSACTION: Final = "same_transaction"
+"""The repair was written in the transaction that read the rows."""
+PATH_WRITE_UNIT: Final = "write_unit"
+"""The state had moved (or the write failed): re-read and re-planned under BEGIN IMMEDIATE."""
+
+_messages = messages_table
+_sessions = sessions_table
+_columns = [_messages.c[name] for name in MESSAGE_COLUMNS]
+_ID: Final = MESSAGE_COLUMNS.index("id")
+_TURNS: Final = ("user", "assistant")
+
+
+class ReconcileConflict(HermesRepoError):
+    """The rows changed under a write that held the write lock: nothing was written."""
+
+
+@dataclass(frozen=True)
+class ArchivedRow:
+    """A row the repair took out of the replay (kept as an inactive audit row)."""
+
+    id: int
+    rule: str
+    """One of :data:`hermes_repo.transcript.repair.RULES`."""
+    survivor_id: int | None
+    """Row id of the row it was merged into; None for a dropped tool result."""
+
+    @property
+    def reason(self) -> str:
+        """The ``archive_reason`` stored on the row."""
+        return archive_reason(self.rule, self.survivor_id)
+
+
+@dataclass(frozen=True)
+class ReconcileResult:
+    """What a repairing load found and wrote for one session."""
+
+    session_id: str
+    messages: list[dict[str, Any]]
+    """The active replay after the repair, in id order (with row ids if asked for)."""
+    repairs: int
+    """Repair actions written by this call (0 when another process had already done them)."""
+    updated_ids: tuple[int, ...]
+    """Survivor rows whose content, tool calls, reasoning or sidecar were rewritten."""
+    archived: tuple[ArchivedRow, ...]
+    """Rows archived by this call."""
+    rows_written: int
+    """Rows the write changed (SQLite's change count: survivors, archived rows and the
+    session row when its counters moved); 0 when nothing was written."""
+    counters_before: tuple[int, int] | None = None
+    """The session's (message_count, tool_call_count) before, when the write changed them."""
+    counters_after: tuple[int, int] | None = None
+    """The same counters after the write, when it changed them."""
+    path: str = PATH_CLEAN
+    """How the call ended: :data:`PATH_CLEAN`, :data:`PATH_SAME_TRANSACTION` or
+    :data:`PATH_WRITE_UNIT`."""
+
+    @property
+    def changed(self) -> bool:
+        """Whether this call changed any stored row."""
+        return self.rows_written > 0
+
+
+def archive_reason(rule: str, survivor_id: int | None) -> str:
+    """The audit text of an archived row: the rule, and the survivor for a merge."""
+    return rule if survivor_id is None else f"{rule} into #{survivor_id}"
+
+
+# -- planning ------------------------------------------------------------------------
+
+
+def _is_display(message: Mapping[str, Any]) -> bool:
+    return bool(message.get("display_only"))
+
+
+def _starts_group(role: Any, prev: Any) -> bool:
+    """Whether a replayed row of ``role`` restarts the repair walk from scratch.
+
+    ``prev`` is the role of the replayed row before it (None: there is none). The walk
+    carries two things from row to row: the role of the last surviving row (same-role
+    user/assistant turns merge into it) and the call ids a tool result may answer. Both
+    are reset, whatever came before, at:
+
+    * a system row (it never merges and no tool result can answer it);
+    * a user or assistant row after a user, assistant or system row of another role. The
+      last survivor then has that other role too (a merged-away row went into a survivor
+      of its own role), so the row cannot merge, and it sets the call ids afresh (an
+      assistant) or clears them (a user).
+
+    A tool row never starts a group: its fate depends on the turn before it.
+    """
+    if prev is None or role == "system":
+        return True
+    return role in _TURNS and prev in (*_TURNS, "system") and prev != role
+
+
+def _group_of(messages: Sequence[Mapping[str, Any]], index: int) -> tuple[int, int]:
+    """The turn group ``[start, end)`` holding the replayed row at ``index``.
+
+    Found by scanning outwards from the row, so the cost is the size of the group, not
+    of the transcript. Display-only rows are outside the walk; those between two groups
+    go with the later one here, which changes nothing (a repair never touches them).
+    """
+    start = index
+    j = index - 1
+    while True:
+        while j >= 0 and _is_display(messages[j]):
+            j -= 1
+        prev = messages[j].get("role") if j >= 0 else None
+        if _starts_group(messages[start].get("role"), prev):
+            break
+        start, j = j, j - 1
+    prev = messages[index].get("role")
+    end = index + 1
+    while end < len(messages):
+        row = messages[end]
+        if not _is_display(row):
+            if _starts_group(row.get("role"), prev):
+                break
+            prev = row.get("role")
+        end += 1
+    return start, end
+
+
+def plan_repair(
+    messages: Sequence[Mapping[str, Any]],
+    found: Sequence[tuple[int, str]] | None = None,
+) -> RepairPlan:
+    """The plan ``repair_transcript(messages).plan`` gives, repairing only what is broken.
+
+    The transcript splits into turn groups at the rows where the repair walk restarts
+    from scratch (see :func:`_starts_group`). The whole repair is then the concatenation
+    of the groups' repairs, and a group without violations repairs to itself; so only
+    the groups holding a violation are repaired (``repair_transcript`` copies every row
+    it is given). ``found`` is ``violations(messages)`` if the caller already has it.
+    """
+    if found is None:
+        found = violations(messages)
+    updates: list[SurvivorUpdate] = []
+    removals: list[Removal] = []
+    done = -1  # end of the last group repaired: violations come in index order
+    for index, _rule in found:
+        if index < done:
+            continue
+        start, done = _group_of(messages, index)
+        sub = repair_transcript(messages[start:done]).plan
+        updates += [SurvivorUpdate(u.index + start, u.fields) for u in sub.updates]
+        removals += [
+            Removal(
+                r.index + start,
+                r.rule,
+                None if r.survivor_index is None else r.survivor_index + start,
+            )
+            for r in sub.removals
+        ]
+    return RepairPlan(tuple(updates), tuple(removals))
+
+
+# -- storage -------------------------------------------------------------------------
+
+
+def _field_values(key: str, value: Any) -> dict[str, Any]:
+    """Column values of one repaired field, stored the way the codec stores a message."""
+    if key == "content":
+        # The codec's own rule, so the searchable text of parts is derived as on append.
+        return content_columns(value)
+    if key in ("tool_calls", "reasoning_details"):
+        return {key: None if value is None else dumps(value)}
+    return {key: value}
+
+
+def _patched(row: Sequence[Any], fields: Mapping[str, Any]) -> tuple[Any, ...]:
+    values = dict(zip(MESSAGE_COLUMNS, row, strict=True))
+    for key, value in fields.items():
+        values.update(_field_values(key, value))
+    return tuple(values[name] for name in MESSAGE_COLUMNS)
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    """Active rows of a session: their ids, the decoded messages, their violations."""
+
+    ids: list[int]
+    messages: list[dict[str, Any]]
+    found: list[tuple[int, str]]
+    with_ids: bool
+
+    @classmethod
+    def read(cls, conn: Connection, session_id: str, with_ids: bool) -> _Snapshot:
+        stmt = (
+            select(*_columns)
+            .where(_messages.c.session_id == session_id, _messages.c.active == 1)
+            .order_by(_messages.c.id)
+        )
+        ids: list[int] = []
+        messages: list[dict[str, Any]] = []
+        # Row by row, keeping only ids and messages: holding 20k result rows as well
+        # would make every garbage collection during the load slower, and a clean
+        # session (every resume) must cost no more than a plain load.
+        for row in conn.execute(stmt):
+            ids.append(row[_ID])
+            messages.append(row_to_message(row, with_ids=with_ids))
+        return cls(ids, messages, violations(messages), with_ids)
+
+
+def _replay(conn: Connection, snapshot: _Snapshot, plan: RepairPlan) -> list[dict[str, Any]]:
+    """The active replay after ``plan``, decoded exactly as a later plain load will."""
+    removed = {r.index for r in plan.removals}
+    # The stored columns of the survivors, read again in the same transaction (so equal
+    # to what was decoded): a few rows by primary key.
+    wanted = {snapshot.ids[u.index]: u for u in plan.updates}
+    stored = conn.execute(select(*_columns).where(_messages.c.id.in_(list(wanted))))
+    patched = {
+        wanted[row[_ID]].index: row_to_message(
+            _patched(row, wanted[row[_ID]].fields), with_ids=snapshot.with_ids
+        )
+        for row in stored
+    }
+    # Re-decoding the patched rows (rather than using the repair's dicts) keeps the key
+    # order of a later load, so the replay is byte-identical across reloads.
+    return [
+        patched.get(index, message)
+        for index, message in enumerate(snapshot.messages)
+        if index not in removed
+    ]
+
+
+def _expect(rowcount: int, expected: int, session_id: str) -> int:
+    if rowcount != expected:
+        # Impossible while the transaction guards what it read; if it happens, writing
+        # the rest would leave a half-applied repair, so the transaction rolls back.
+        raise ReconcileConflict(
+            f"repair of session {session_id!r} expected to change {expected} rows, "
+            f"changed {rowcount}; nothing was written. Load the session again"
+        )
+    return rowcount
+
+
+def _write(
+    conn: Connection, session_id: str, snapshot: _Snapshot, now: float, path: str
+) -> ReconcileResult:
+    """Plan and write the repair of ``snapshot`` in the caller's transaction."""
+    plan = plan_repair(snapshot.messages, snapshot.found)
+    if not plan.changed:
+        return ReconcileResult(session_id, snapshot.messages, 0, (), (), 0, path=path)
+    replay = _replay(conn, snapshot, plan)
+    row_ids = snapshot.ids
+
+    def ids(index: int) -> int:
+        return int(row_ids[index])
+
+    written = 0
+    # One executemany per set of changed columns: an UPDATE that only sets tool_calls
+    # must not name content, or the FTS update triggers would re-index the row for nothing.
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for u in plan.updates:
+        values: dict[str, Any] = {}
+        for key, value in u.fields.items():
+            values.update(_field_values(key, value))
+        cols = tuple(sorted(values))
+        groups.setdefault(cols, []).append(
+            {"b_id": ids(u.index), **{f"b_{c}": values[c] for c in cols}}
+        )
+    for cols, params in groups.items():
+        stmt = (
+            update(_messages)
+            .where(_messages.c.id == bindparam("b_id"), _messages.c.active == 1)
+            .values({c: bindparam(f"b_{c}") for c in cols})
+        )
+        written += _expect(conn.execute(stmt, params).rowcount, len(params), session_id)
+    archived = tuple(
+        ArchivedRow(
+            ids(r.index), r.rule, None if r.survivor_index is None else ids(r.survivor_index)
+        )
+        for r in plan.removals
+    )
+    if archived:
+        stmt = (
+            update(_messages)
+            .where(_messages.c.id == bindparam("b_id"), _messages.c.active == 1)
+            .values(active=0, archived_at=now, archive_reason=bindparam("b_reason"))
+        )
+        params = [{"b_id": a.id, "b_reason": a.reason} for a in archived]
+        written += _expect(conn.execute(stmt, params).rowcount, len(params), session_id)
+    found = conn.execute(
+        select(_sessions.c.message_count, _sessions.c.tool_call_count).where(
+            _sessions.c.id == session_id
+        )
+    ).first()
+    # Inline rather than codec.tool_call_count: a call per row is most of this loop's cost.
+    calls = sum(len(c) for m in replay if isinstance(c := m.get("tool_calls"), list))
+    counted = (len(replay), calls)
+    before: tuple[int, int] | None = None
+    after: tuple[int, int] | None = None
+    if found is not None and (int(found[0]), int(found[1])) != counted:
+        conn.execute(
+            update(_sessions)
+            .where(_sessions.c.id == session_id)
+            .values(message_count=counted[0], tool_call_count=counted[1])
+        )
+        written += 1
+        before, after = (int(found[0]), int(found[1])), counted
+    return ReconcileResult(
+        session_id,
+        replay,
+        plan.repairs,
+        tuple(ids(u.index) for u in plan.updates),
+        archived,
+        written,
+        before,
+        after,
+        path=path,
+    )
+
+
+def reconcile_session(
+    store: StateStore,
+    session_id: str,
+    *,
+    with_ids: bool = False,
+    clock: Callable[[], float] = time.time,
+) -> ReconcileResult:
+    """Repair the session's active transcript and write the repair back (see module doc).
+
+    Returns the repaired replay (messages carry their row id as ``id`` if ``with_ids``).
+    A clean session is read once and nothing is written, not even an empty write
+    transaction.
+    """
+    with Session(bind=store.engine) as session:
+        try:
+            session.begin()
+            conn = session.connection()
+            snapshot = _Snapshot.read(conn, session_id, with_ids)
+            if not snapshot.found:
+                session.commit()
+                return ReconcileResult(session_id, snapshot.messages, 0, (), (), 0)
+        except DBAPIError as exc:
+            raise translate(exc, action="read") from exc
+        try:
+            result = _write(conn, session_id, snapshot, clock(), PATH_SAME_TRANSACTION)
+            session.commit()
+            return result
+        except DBAPIError as exc:
+            # Usually another writer committed since the read (the snapshot is stale and
+            # SQLite refuses to write from it) or holds the lock. The unit of work below
+            # starts over under the write lock and handles every other kind of failure
+            # the way any write does.
+            log.debug("repair of %s goes through a write unit: %s", session_id, describe(exc))
+            with contextlib.suppress(DBAPIError):
+                session.rollback()
+
+    def work(uow: UnitOfWork) -> ReconcileResult:
+        # Re-read and re-plan: the state may have moved (another process repaired or
+        # extended the session), and what the lock now guards is what gets written.
+        current = _Snapshot.read(uow.session.connection(), session_id, with_ids)
+        return _write(uow.session.connection(), session_id, current, clock(), PATH_WRITE_UNIT)
+
+    return store.write(work)

@@ -1,0 +1,354 @@
+"""Durable transcript repair on real store files (seed 001, invariants 3 and 6).
+
+A session is seeded directly with the malformed rows the seed describes: consecutive
+user and assistant turns, a duplicate and an orphan tool response, stale ``api_content``
+sidecars and a display-only row between them. A repairing load must fix them in the
+store, so that after close and reopen nothing is left to repair and the replay is
+byte-identical; inspection loads must not change a byte.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from hermes_repo import StateStore
+from hermes_repo.engine import select_driver
+from hermes_repo.transcript import reconcile
+from hermes_repo.transcript.reconcile import (
+    PATH_CLEAN,
+    PATH_SAME_TRANSACTION,
+    PATH_WRITE_UNIT,
+    ReconcileConflict,
+    reconcile_session,
+)
+from hermes_repo.transcript.repair import violations
+from tests.support.transcripts import EXPECTED_ARCHIVED, MALFORMED, call, raw_connect, seed
+
+Msg = dict[str, Any]
+
+
+def rows_of(store: StateStore, sid: str) -> list[tuple[Any, ...]]:
+    with closing(raw_connect(store)) as conn:
+        return list(conn.execute("SELECT * FROM messages WHERE session_id = ? ORDER BY id", (sid,)))
+
+
+def session_row(store: StateStore, sid: str) -> tuple[Any, ...]:
+    with closing(raw_connect(store)) as conn:
+        return tuple(conn.execute("SELECT * FROM sessions WHERE id = ?", (sid,)).fetchone())
+
+
+def file_digest(path: Path) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for suffix in ("", "-wal", "-journal"):
+        p = path.with_name(path.name + suffix)
+        out[suffix or "db"] = hashlib.sha256(p.read_bytes()).hexdigest() if p.exists() else None
+    return out
+
+
+@contextmanager
+def assert_no_write(store: StateStore) -> Iterator[None]:
+    """Fail if anything commits to the database (or touches its files) in the block."""
+    with closing(raw_connect(store)) as watcher:
+        version = watcher.execute("PRAGMA data_version").fetchone()[0]
+        before = file_digest(store.path)
+        yield
+        assert watcher.execute("PRAGMA data_version").fetchone()[0] == version
+        assert file_digest(store.path) == before
+
+
+def replay_bytes(messages: list[Msg]) -> str:
+    return json.dumps(messages, ensure_ascii=False)
+
+
+# -- convergence -----------------------------------------------------------------------
+
+
+def test_repair_converges_across_close_and_reopen(home: Path) -> None:
+    with StateStore.open(home) as store:
+        sid, _ = seed(store, MALFORMED)
+        first = store.load_conversation(sid, repair=True)
+    assert first.repairs == len(EXPECTED_ARCHIVED)
+    assert violations(first.messages) == []
+
+    with StateStore.open(home) as store:
+        second = store.load_conversation(sid, repair=True)
+        plain = store.load_conversation(sid)
+    assert second.repairs == 0
+    assert replay_bytes(second.messages) == replay_bytes(first.messages)
+    assert replay_bytes(plain.messages) == replay_bytes(first.messages)
+
+
+def test_survivors_keep_their_ids_and_get_the_merged_fields(store: StateStore) -> None:
+    sid, ids = seed(store, MALFORMED)
+    out = store.load_conversation(sid, repair=True, with_ids=True).messages
+    by_id = {m["id"]: m for m in out}
+    assert [m["id"] for m in out] == [ids[i] for i in range(len(ids)) if i not in EXPECTED_ARCHIVED]
+
+    user = by_id[ids[1]]
+    assert user["content"] == "first question about zebras\n\nsecond part mentions quokkas"
+    assert "api_content" not in user  # stale sidecar cleared
+
+    asst = by_id[ids[4]]
+    assert asst["content"] == "let me look\nand also this"
+    assert asst["tool_calls"] == [call("c1"), call("c2", "read")]
+    assert asst["reasoning"] == "plan A"  # the first non-empty reasoning wins
+    assert asst["reasoning_details"] == [{"type": "summary", "text": "why"}]
+    assert "api_content" not in asst
+
+    # The stored columns say the same (api_content NULL, not an empty string).
+    with closing(raw_connect(store)) as conn:
+        stored = conn.execute(
+            "SELECT content, content_parts, api_content, tool_calls FROM messages WHERE id = ?",
+            (ids[4],),
+        ).fetchone()
+    assert stored[0] == "let me look\nand also this" and stored[1] is None and stored[2] is None
+    assert json.loads(stored[3]) == [call("c1"), call("c2", "read")]
+
+
+def test_ids_are_stripped_unless_asked_for(store: StateStore) -> None:
+    sid, _ = seed(store, MALFORMED)
+    assert all("id" not in m for m in store.load_conversation(sid, repair=True).messages)
+    assert all("id" in m for m in store.load_conversation(sid, repair=True, with_ids=True).messages)
+
+
+def test_removed_rows_are_archived_with_reasons_never_deleted(store: StateStore) -> None:
+    sid, ids = seed(store, MALFORMED)
+    before = store.load_conversation(sid, include_inactive=True, with_ids=True).messages
+    store.load_conversation(sid, repair=True)
+    audit = store.load_conversation(sid, include_inactive=True, with_ids=True).messages
+    assert [m["id"] for m in audit] == [m["id"] for m in before] == ids  # nothing deleted
+
+    for pos, row in enumerate(audit):
+        if pos in EXPECTED_ARCHIVED:
+            rule, survivor = EXPECTED_ARCHIVED[pos]
+            reason = rule if survivor is None else f"{rule} into #{ids[survivor]}"
+            assert row["active"] is False
+            assert row["archive_reason"] == reason
+            assert isinstance(row["archived_at"], float)
+            # An archived row keeps its own original content for the audit.
+            assert row["content"] == MALFORMED[pos]["content"]
+        else:
+            assert "active" not in row
+
+
+def test_display_only_row_stays_active_and_untouched(store: StateStore) -> None:
+    sid, ids = seed(store, MALFORMED)
+    display = [r for r in rows_of(store, sid) if r[0] == ids[3]]
+    store.load_conversation(sid, repair=True)
+    assert [r for r in rows_of(store, sid) if r[0] == ids[3]] == display
+    out = store.load_conversation(sid).messages
+    assert [m["content"] for m in out if m.get("display_only")] == ["shown to the person only"]
+
+
+def test_session_counters_match_the_active_rows(store: StateStore) -> None:
+    sid, _ = seed(store, MALFORMED)
+    store.load_conversation(sid, repair=True)
+    active = store.load_conversation(sid).messages
+    with store.unit_of_work() as uow:
+        info = uow.sessions.require(sid)
+        counters = (info.message_count, info.tool_call_count)
+    assert counters == (len(active), sum(len(m.get("tool_calls") or []) for m in active))
+    assert counters == (8, 2)
+
+
+def test_write_touches_only_the_changed_rows(store: StateStore) -> None:
+    sid, ids = seed(store, MALFORMED)
+    before = {r[0]: r for r in rows_of(store, sid)}
+    result = reconcile_session(store, sid)
+    assert result.path == PATH_SAME_TRANSACTION  # uncontended: written where it was read
+    after = {r[0]: r for r in rows_of(store, sid)}
+    changed = {i for i in before if before[i] != after[i]}
+    assert changed == {ids[1], ids[4], *(ids[p] for p in EXPECTED_ARCHIVED)}
+    assert set(result.updated_ids) | {a.id for a in result.archived} == changed
+    # The session row's counters moved too: 12 rows with 2 calls -> 8 rows with 2 calls.
+    assert result.counters_before == (12, 2) and result.counters_after == (8, 2)
+    assert result.rows_written == len(changed) + 1
+
+
+def test_search_finds_merged_text_at_the_survivor_only(store: StateStore) -> None:
+    sid, ids = seed(store, MALFORMED)
+    assert {h.message_id for h in store.search("quokkas")} == {ids[2]}
+    store.load_conversation(sid, repair=True)
+    assert [h.message_id for h in store.search("quokkas")] == [ids[1]]
+    assert {h.message_id for h in store.search("quokkas", include_inactive=True)} == {
+        ids[1],
+        ids[2],
+    }
+    assert store.search("pangolin") == []  # the orphan is archived
+    assert [h.message_id for h in store.search("pangolin", include_inactive=True)] == [ids[9]]
+    # Trigram (substring) index follows the survivor too.
+    assert [h.message_id for h in store.search("okkas")] == [ids[1]]
+    with store.engine.connect() as conn:
+        for index in ("messages_fts", "messages_fts_trigram"):
+            conn.exec_driver_sql(f"INSERT INTO {index}({index}) VALUES('integrity-check')")
+
+
+def test_unrelated_sessions_are_untouched(store: StateStore) -> None:
+    other, _ = seed(store, [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
+    clean, _ = seed(
+        store, [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+    )
+    sid, _ = seed(store, MALFORMED)
+    snapshot = {s: (rows_of(store, s), session_row(store, s)) for s in (other, clean)}
+    assert store.load_conversation(sid, repair=True).repairs == 4
+    assert {s: (rows_of(store, s), session_row(store, s)) for s in (other, clean)} == snapshot
+
+
+def test_multimodal_merge_is_stored_as_parts(store: StateStore) -> None:
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+    sid, ids = seed(
+        store,
+        [
+            {"role": "user", "content": "look at this"},
+            {"role": "user", "content": [image, {"type": "text", "text": "和这个"}]},
+        ],
+    )
+    out = store.load_conversation(sid, repair=True).messages
+    assert out[0]["content"] == [
+        {"type": "text", "text": "look at this"},
+        image,
+        {"type": "text", "text": "和这个"},
+    ]
+    with closing(raw_connect(store)) as conn:
+        content, parts, searchable = conn.execute(
+            "SELECT content, content_parts, content_text FROM messages WHERE id = ?", (ids[0],)
+        ).fetchone()
+    assert content is None and json.loads(parts) == out[0]["content"]
+    assert searchable == "look at this 和这个"  # the indexed text of the parts
+    assert [h.message_id for h in store.search("这个")] == [ids[0]]
+    assert store.load_conversation(sid, repair=True).repairs == 0
+
+
+# -- read-only paths -------------------------------------------------------------------
+
+
+def test_inspection_loads_never_write(store: StateStore) -> None:
+    sid, _ = seed(store, MALFORMED)
+    store.load_conversation(sid)  # warm the pool: opening a connection is not the test
+    with assert_no_write(store):
+        plain = store.load_conversation(sid)
+        audit = store.load_conversation(sid, include_inactive=True)
+        # An audit view is never reconciled, even when repair is asked for.
+        audit_repair = store.load_conversation(sid, include_inactive=True, repair=True)
+        store.load_conversation(sid, with_ids=True)
+    assert plain.repairs == audit.repairs == audit_repair.repairs == 0
+    assert len(plain.messages) == len(audit.messages) == len(MALFORMED)
+    assert violations(plain.messages) != []  # still malformed: nothing was repaired
+
+
+def test_repairing_load_of_a_clean_session_takes_no_write_transaction(
+    store: StateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sid, _ = seed(
+        store, [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+    )
+    monkeypatch.setattr(store, "write", _forbidden)
+    with assert_no_write(store):
+        out = store.load_conversation(sid, repair=True)
+        assert reconcile_session(store, sid).path == PATH_CLEAN
+    assert out.repairs == 0 and len(out.messages) == 2
+
+
+def _forbidden(*_a: Any, **_k: Any) -> Any:
+    raise AssertionError("a clean session must not open a write unit")
+
+
+def test_unknown_or_empty_session_loads_empty(store: StateStore) -> None:
+    with assert_no_write(store):
+        assert store.load_conversation("no_such_session", repair=True).messages == []
+    sid, _ = seed(store, [])
+    assert store.load_conversation(sid, repair=True).repairs == 0
+
+
+# -- the state moves between the read and the write ------------------------------------
+
+
+def _after_first_read(monkeypatch: pytest.MonkeyPatch, action: Callable[[], None]) -> None:
+    """Run ``action`` right after the next repair's read, while its transaction is open."""
+    original = reconcile._Snapshot.read.__func__  # type: ignore[attr-defined]
+    done = False
+
+    def read(cls: type[Any], *args: Any) -> Any:
+        nonlocal done
+        snapshot = original(cls, *args)
+        if not done:
+            done = True
+            action()
+        return snapshot
+
+    monkeypatch.setattr(reconcile._Snapshot, "read", classmethod(read))
+
+
+# Another connection can commit while a read transaction is open only in WAL mode; with
+# a rollback journal the read's shared lock holds every writer off until it ends.
+needs_wal = pytest.mark.skipif(
+    select_driver().journal_mode != "WAL", reason="needs WAL: a reader blocks commits otherwise"
+)
+
+
+@needs_wal
+def test_repair_done_by_another_process_in_between_is_not_repeated(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with StateStore.open(home) as store, StateStore.open(home) as rival:
+        sid, _ = seed(store, MALFORMED)
+        rival_result: list[int] = []
+        _after_first_read(
+            monkeypatch,
+            lambda: rival_result.append(rival.load_conversation(sid, repair=True).repairs),
+        )
+        result = reconcile_session(store, sid)
+        assert rival_result == [4]
+        # Its read was stale: SQLite refused the write, and the unit under the write
+        # lock re-read the rows and found nothing left to do.
+        assert result.path == PATH_WRITE_UNIT
+        assert result.repairs == 0 and result.rows_written == 0
+        assert replay_bytes(result.messages) == replay_bytes(store.load_conversation(sid).messages)
+        audit = store.load_conversation(sid, include_inactive=True).messages
+        assert sum(1 for m in audit if m.get("active") is False) == 4
+        merged = store.load_conversation(sid).messages[1]["content"]
+        assert merged == "first question about zebras\n\nsecond part mentions quokkas"
+
+
+@needs_wal
+def test_rows_appended_in_between_are_planned_too(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with StateStore.open(home) as store, StateStore.open(home) as writer:
+        sid, _ = seed(store, MALFORMED)
+        _after_first_read(
+            monkeypatch,
+            lambda: writer.append_message(sid, {"role": "user", "content": "one more"}),
+        )
+        out = store.load_conversation(sid, repair=True)
+        # The appended user row follows "thanks" (a user row): it merges as well.
+        assert out.repairs == 5
+        assert out.messages[-1]["content"] == "thanks\n\none more"
+        assert store.load_conversation(sid, repair=True).repairs == 0
+
+
+def test_a_write_that_would_not_match_the_plan_rolls_back_whole(
+    store: StateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sid, _ = seed(store, MALFORMED)
+    # Archive one of the rows behind the repair's back and make the write unit trust
+    # the stale read: the guarded UPDATE then changes fewer rows than planned.
+    snap = store._read(lambda s: reconcile._Snapshot.read(s.connection(), sid, False))
+    with store.unit_of_work() as uow:
+        uow.session.execute(
+            text("UPDATE messages SET active = 0 WHERE id = :id"), {"id": snap.ids[9]}
+        )
+        uow.commit()
+    monkeypatch.setattr(reconcile._Snapshot, "read", classmethod(lambda cls, *a: snap))
+    before = rows_of(store, sid)
+    with pytest.raises(ReconcileConflict):
+        reconcile_session(store, sid)
+    assert rows_of(store, sid) == before
