@@ -49,6 +49,7 @@ from .sqlite_capi import disable_checkpoint_on_close
 
 __all__ = [
     "NEXT_STEPS",
+    "Guard",
     "QuarantineInfo",
     "canonical_tables_ok",
     "clear",
@@ -168,13 +169,36 @@ def structural_damage(err: BaseException, driver: Driver, db_path: Path) -> bool
     return verdict
 
 
-def install(engine: Engine, db_path: Path, driver: Driver) -> None:
-    """Attach the quarantine to a store engine (once, at creation)."""
+class Guard:
+    """One store file's quarantine state, looked up by a key computed once.
 
-    def refuse() -> None:
-        info = quarantine_info(db_path)
+    The statement hook runs on every statement of the hot path: it must cost a dict
+    lookup, not a ``realpath``.
+    """
+
+    def __init__(self, db_path: Path) -> None:
+        self.db_path = db_path
+        self._key = _key(db_path)
+
+    @property
+    def info(self) -> QuarantineInfo | None:
+        return _quarantined.get(self._key)
+
+    @property
+    def active(self) -> bool:
+        return self._key in _quarantined
+
+    def refuse(self) -> None:
+        """Raise :class:`StateDbCorruptError` if the file is quarantined."""
+        info = _quarantined.get(self._key)
         if info is not None:
             raise StateDbCorruptError(info.message())
+
+
+def install(engine: Engine, db_path: Path, driver: Driver) -> Guard:
+    """Attach the quarantine to a store engine (once, at creation); returns its guard."""
+    guard = Guard(db_path)
+    refuse = guard.refuse
 
     @event.listens_for(engine, "handle_error")
     def on_error(ctx: ExceptionContext) -> None:
@@ -198,16 +222,14 @@ def install(engine: Engine, db_path: Path, driver: Driver) -> None:
     def on_execute(
         conn: Connection, cursor: Any, statement: str, params: Any, ctx: Any, many: bool
     ) -> None:
-        if is_quarantined(db_path) and (
+        if guard.active and (
             conn.get_execution_options().get(WRITE_OPTION) or _WRITES.search(statement)
         ):
             refuse()
 
     @event.listens_for(engine.pool, "close")
     def on_close(dbapi_conn: Any, _record: Any) -> None:
-        if is_quarantined(db_path) and not disable_checkpoint_on_close(
-            dbapi_conn, driver.module, db_path
-        ):
+        if guard.active and not disable_checkpoint_on_close(dbapi_conn, driver.module, db_path):
             # No C-level switch available: a read-only connection holding a SHARED lock
             # across the close stops the closing handle from checkpointing.
             _hold_sentinel(driver, db_path)
@@ -215,6 +237,8 @@ def install(engine: Engine, db_path: Path, driver: Driver) -> None:
     @event.listens_for(engine.pool, "close_detached")
     def on_close_detached(dbapi_conn: Any) -> None:
         on_close(dbapi_conn, None)
+
+    return guard
 
 
 _sentinels: list[Any] = []

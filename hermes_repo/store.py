@@ -95,6 +95,7 @@ class StateStore:
         engine: Engine,
         driver: Driver,
         holder: HolderLock,
+        guard: quarantine.Guard,
         *,
         rebuild: RebuildOutcome | None = None,
         write_budget_s: float | None = None,
@@ -103,6 +104,7 @@ class StateStore:
         self.path = home / engine_mod.DB_NAME
         self.driver = driver
         self._holder = holder
+        self._guard = guard
         #: What the guarded FTS rebuild at open did (None when the index was live).
         self.last_rebuild = rebuild
         # Retry budgets: routine writes wait 20 s for a locked or read-only database,
@@ -155,15 +157,17 @@ class StateStore:
             raise StateDbCorruptError(info.message())
         drv = engine_mod.select_driver(driver)
         engine = create_store_engine(db_path, driver=drv)
-        quarantine.install(engine, db_path, drv)
+        guard = quarantine.install(engine, db_path, drv)
         holder = HolderLock(db_path)
         try:
+            # Registered as a holder before the first read: an exclusive operation
+            # (restore, repair) that starts now must see us. The rebuild below upgrades
+            # this registration and succeeds only if no other process holds the store.
+            holder.acquire_shared()
             cls._ensure_schema(engine, db_path, upgrade=upgrade)
-            # Before registering as a holder: the rebuild needs the store to itself.
             outcome = guarded_rebuild(engine, db_path, holder, automatic=True)
             if not outcome.ok:
                 log.warning("full-text index is detached: %s", outcome.reason)
-            holder.acquire_shared()
         except BaseException:
             holder.release()
             engine.dispose()
@@ -173,6 +177,7 @@ class StateStore:
             engine,
             drv,
             holder,
+            guard,
             rebuild=outcome if outcome.ran else None,
             write_budget_s=write_budget_s,
         )
@@ -240,15 +245,13 @@ class StateStore:
     def unit_of_work(self) -> UnitOfWork:
         """A write unit: ``with store.unit_of_work() as uow: ...; uow.commit()``."""
         self.engine  # noqa: B018 - raises StoreClosedError after close()
-        info = quarantine.quarantine_info(self.path)
-        if info is not None:
-            raise StateDbCorruptError(info.message())
+        self._guard.refuse()
         return UnitOfWork(self._sessions)
 
     @property
     def quarantined(self) -> bool:
         """True once the file was found structurally damaged: writes are refused."""
-        return quarantine.is_quarantined(self.path)
+        return self._guard.active
 
     def write(self, work: Callable[[UnitOfWork], T], policy: RetryPolicy | None = None) -> T:
         """Run ``work`` in a unit of work and commit; the whole unit is replayed on
@@ -500,7 +503,7 @@ class StateStore:
             return migrate.current_revision(conn), mode, counts
 
         notes = []
-        info = quarantine.quarantine_info(self.path)
+        info = self._guard.info
         if info is not None:
             notes.append(info.message())
         try:
