@@ -1,0 +1,648 @@
+"""``diagnose(home)``: what is wrong with a store, and the exact command that fixes it.
+
+The doctor only reads. It never goes through :meth:`StateStore.open` (an open may run
+the guarded FTS rebuild, which writes); it opens its own connection with the store's
+driver in ``mode=ro`` and does every read in one read transaction that it rolls back,
+so the database file is never written, whether another process holds the store or not
+and whatever state the file is in. (To read a WAL database SQLite needs its ``-shm``
+and ``-wal`` companions: if they are missing it creates them empty, as any reader does.)
+
+The report is built by *checks*. Each check is a function that reads what it needs
+through a :class:`DoctorContext` and returns a :class:`CheckResult`: a section of facts
+(for people and for ``--json``) and the :class:`Finding` s it draws from them, each
+with the command that fixes it. :data:`CHECKS` lists them in report order; a new
+concern (file header, ``integrity_check``, quarantine, spool and salvage files,
+holders...) is one more function appended there. A check that fails to read is
+reported as a finding of its own, never as a crash of the doctor.
+
+FTS integrity is checked with ``PRAGMA integrity_check(<index>)``, which works on a
+read-only connection from SQLite 3.45.1 on. FTS5's own ``'integrity-check'`` command is
+an INSERT: a read-only connection refuses it. ``integrity_check`` tests the index's
+structure, not whether it agrees with the canonical rows, so the doctor adds cheap
+read-only comparisons: documents indexed vs rows the index covers, and the presence of
+the structure, averages and version records.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shlex
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from .. import fts
+from ..engine import DB_NAME, Driver, db_path_for_home, select_driver
+from . import migrate
+from .fts_rebuild import BACKUP_LABEL, MAX_AUTOMATIC_ATTEMPTS, REPAIR_COMMAND
+
+__all__ = [
+    "CHECKS",
+    "Check",
+    "CheckResult",
+    "DoctorContext",
+    "DoctorReport",
+    "Finding",
+    "FtsIndexStatus",
+    "FtsStatus",
+    "Section",
+    "StoreFacts",
+    "check_fts",
+    "check_store",
+    "diagnose",
+]
+
+Severity = Literal["error", "warning"]
+
+# FTS5 checks its index read-only through PRAGMA integrity_check from this version on
+# (3.44 added the hook; before 3.45.1 it failed on read-only connections).
+FTS_READONLY_CHECK_VERSION = (3, 45, 1)
+_FTS_VERSIONS = ("4", "5")  # file-format versions FTS5 reads
+
+STOP_FIRST = "stop every process using the store (e.g. the gateway), then run"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Something wrong with the store, and the exact command or steps that fix it."""
+
+    code: str  # stable identifier for scripts, e.g. "fts-stale"
+    severity: Severity
+    summary: str  # what is wrong, in one sentence
+    fix: str  # what to run, with the store's --home filled in
+
+    def to_dict(self) -> dict[str, Any]:
+        """The finding as JSON-ready data."""
+        return asdict(self)
+
+
+class Section(Protocol):
+    """Facts a check gathered: shown to people as rows, to scripts as a dict."""
+
+    title: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """The facts as JSON-ready data."""
+        ...
+
+    def rows(self) -> list[tuple[str, str]]:
+        """The facts as (label, value) lines for a person."""
+        ...
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """What one check found: its facts (under ``key``) and its findings."""
+
+    key: str
+    section: Section | None
+    findings: list[Finding] = field(default_factory=list)
+
+
+class DoctorReadError(Exception):
+    """The store could not be read for a check (the message carries SQLite's error)."""
+
+
+class DoctorContext:
+    """What every check shares: paths, driver, one read-only connection, commands.
+
+    The connection is opened on first use, in ``mode=ro``, and holds one read
+    transaction (a consistent snapshot for every check) until :meth:`close` rolls it
+    back.
+    """
+
+    def __init__(self, home: Path, driver: Driver) -> None:
+        self.home = home
+        self.db_path = home / DB_NAME
+        self.driver = driver
+        self._conn: Any = None
+
+    @property
+    def exists(self) -> bool:
+        """True when there is a ``state.db`` to examine."""
+        return self.db_path.is_file()
+
+    def _connection(self) -> Any:
+        if self._conn is None:
+            if not self.exists:
+                raise DoctorReadError(f"{self.db_path} does not exist")
+            try:
+                # as_uri percent-encodes the path: a "?" or "#" in a folder name
+                # would otherwise end it early.
+                uri = self.db_path.absolute().as_uri() + "?mode=ro"
+                conn = self.driver.module.connect(uri, uri=True, isolation_level=None, timeout=5.0)
+                conn.execute("BEGIN")
+            except self.driver.module.Error as exc:
+                raise DoctorReadError(_error_text(exc)) from exc
+            self._conn = conn
+        return self._conn
+
+    def rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """Run a read; a SQLite error becomes :class:`DoctorReadError`."""
+        conn = self._connection()
+        try:
+            return [tuple(r) for r in conn.execute(sql, params).fetchall()]
+        except self.driver.module.Error as exc:
+            raise DoctorReadError(_error_text(exc)) from exc
+
+    def value(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        """The first column of the first row, or None when there is no row."""
+        found = self.rows(sql, params)
+        return found[0][0] if found else None
+
+    def command(self, cmd: str) -> str:
+        """A ``hermes-repo ...`` command made exact for this store (``--home`` filled in)."""
+        head, _, rest = cmd.partition(" ")
+        return f"{head} --home {shlex.quote(str(self.home))} {rest}".rstrip()
+
+    def close(self) -> None:
+        """Roll the read transaction back and close the connection."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+            except self.driver.module.Error:
+                pass  # a failed read may have ended it already; nothing was written
+            finally:
+                conn.close()
+
+
+def _error_text(exc: BaseException) -> str:
+    name = getattr(exc, "sqlite_errorname", None)
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return f"{text} ({name})" if name else text
+
+
+def _when(epoch: Any) -> str:
+    if not isinstance(epoch, int | float):
+        return "an unknown time"
+    return dt.datetime.fromtimestamp(epoch).strftime("%Y-%m-%d %H:%M:%S")
+
+
+# -- the store: file, SQLite, schema, counts --------------------------------------------
+
+
+@dataclass
+class StoreFacts:
+    """The file, the SQLite that reads it, the schema revision and the canonical counts."""
+
+    title = "store"
+    path: str
+    exists: bool
+    size_bytes: int
+    wal_bytes: int
+    driver: str
+    sqlite_version: str
+    sqlite_has_wal_fix: bool
+    journal_mode: str | None = None
+    revision: str | None = None
+    head: str | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def at_head(self) -> bool:
+        """True when the schema is at the code's newest migration."""
+        return self.revision is not None and self.revision == self.head
+
+    def to_dict(self) -> dict[str, Any]:
+        """The facts as JSON-ready data."""
+        return {**asdict(self), "at_head": self.at_head}
+
+    def rows(self) -> list[tuple[str, str]]:
+        """The facts as (label, value) lines for a person."""
+        fix = "yes" if self.sqlite_has_wal_fix else "no (fixed in 3.51.3)"
+        revision = self.revision or "none"
+        if self.head is not None:
+            revision += " (at head)" if self.at_head else f" (head is {self.head})"
+        out = [
+            ("file", f"{self.path} ({_size(self.size_bytes)})" if self.exists else "missing"),
+            ("WAL", _size(self.wal_bytes)),
+            ("SQLite", f"{self.sqlite_version} via {self.driver}; WAL-reset fix: {fix}"),
+            ("journal mode", self.journal_mode or "-"),
+            ("schema revision", revision),
+        ]
+        if self.counts:
+            out.append(("rows", ", ".join(f"{k} {v}" for k, v in self.counts.items())))
+        return out
+
+
+def _size(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    value = float(n)
+    for unit in ("KiB", "MiB", "GiB"):
+        value /= 1024
+        if value < 1024 or unit == "GiB":
+            break
+    return f"{value:.1f} {unit}"
+
+
+def _file_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _read_store(ctx: DoctorContext, facts: StoreFacts) -> set[str]:
+    facts.journal_mode = str(ctx.value("PRAGMA journal_mode")).lower()
+    tables = {r[0] for r in ctx.rows("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if "alembic_version" in tables:
+        facts.revision = ctx.value("SELECT version_num FROM alembic_version")
+    if {"sessions", "messages"} <= tables:
+        facts.counts = {
+            "sessions": int(ctx.value("SELECT count(*) FROM sessions")),
+            "messages": int(ctx.value("SELECT count(*) FROM messages")),
+            "active_messages": int(ctx.value("SELECT count(*) FROM messages WHERE active = 1")),
+        }
+    return tables
+
+
+def check_store(ctx: DoctorContext) -> CheckResult:
+    """File and WAL size, SQLite and its WAL-reset fix, schema revision, canonical counts."""
+    drv = ctx.driver
+    facts = StoreFacts(
+        path=str(ctx.db_path),
+        exists=ctx.exists,
+        size_bytes=_file_size(ctx.db_path),
+        wal_bytes=_file_size(ctx.db_path.with_name(DB_NAME + "-wal")),
+        driver=drv.name,
+        sqlite_version=drv.sqlite_version,
+        sqlite_has_wal_fix=drv.has_wal_reset_fix,
+        head=migrate.head_revision(),
+    )
+    findings: list[Finding] = []
+    upgrade = ctx.command("hermes-repo db upgrade")
+    if not ctx.exists or facts.size_bytes == 0:
+        findings.append(
+            Finding(
+                "store-missing",
+                "error",
+                f"there is no store at {ctx.db_path} (the folder may be the wrong one)",
+                f"check --home / HERMES_HOME; to create an empty store run `{upgrade}`",
+            )
+        )
+        return CheckResult("store", facts, findings)
+
+    try:
+        tables = _read_store(ctx, facts)
+    except DoctorReadError as exc:
+        # The facts gathered so far are still worth showing next to the finding.
+        findings.append(_unreadable("store", ctx, exc))
+        return CheckResult("store", facts, findings)
+
+    if facts.revision is None:
+        if tables:
+            findings.append(
+                Finding(
+                    "schema-foreign",
+                    "error",
+                    f"{ctx.db_path} holds tables but no hermes_repo schema revision: "
+                    "it is not a hermes_repo store",
+                    "point --home / HERMES_HOME at the folder of the hermes_repo store",
+                )
+            )
+        else:
+            findings.append(
+                Finding(
+                    "schema-empty",
+                    "error",
+                    "the store has no schema yet",
+                    f"run `{upgrade}`",
+                )
+            )
+    elif not facts.at_head:
+        if facts.revision in migrate.known_revisions():
+            findings.append(
+                Finding(
+                    "schema-behind",
+                    "error",
+                    f"the schema is at revision {facts.revision}, behind this code "
+                    f"({facts.head}): the store refuses to open",
+                    f"{STOP_FIRST} `{upgrade}` (it backs up first)",
+                )
+            )
+        else:
+            findings.append(
+                Finding(
+                    "schema-ahead",
+                    "error",
+                    f"the schema is at revision {facts.revision}, newer than this version "
+                    "of hermes_repo knows",
+                    "upgrade the hermes_repo package (`pip install -U hermes_repo`)",
+                )
+            )
+    if facts.journal_mode == "wal" and not facts.sqlite_has_wal_fix:
+        findings.append(
+            Finding(
+                "sqlite-wal-reset-bug",
+                "warning",
+                f"SQLite {drv.sqlite_version} has the WAL-reset bug (fixed in 3.51.3) and the "
+                "store is in WAL mode: concurrent writers and checkpoints can corrupt it",
+                "install a fixed SQLite with `pip install pysqlite3` (or unset "
+                "HERMES_REPO_JOURNAL_MODE so the store uses a rollback journal)",
+            )
+        )
+    return CheckResult("store", facts, findings)
+
+
+# -- the full-text indexes ---------------------------------------------------------------
+
+
+@dataclass
+class FtsIndexStatus:
+    """One index: its integrity check, and how it compares with the rows it covers."""
+
+    name: str
+    integrity: str  # "ok", the failure, or why it was not checked
+    indexed_rows: int | None  # documents in the index (its docsize table)
+    covered_rows: int | None  # canonical rows the index should hold
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing is known to be wrong with the index."""
+        checked = self.integrity == "ok" or self.integrity.startswith("not checked")
+        return checked and not self.problems and self.indexed_rows == self.covered_rows
+
+
+@dataclass
+class FtsStatus:
+    """The ``fts_stale`` marker, the sync triggers, each index, the rebuild ledger."""
+
+    title = "full-text search"
+    stale: bool
+    marker: dict[str, Any] | None
+    triggers: dict[str, bool]
+    indexes: list[FtsIndexStatus]
+    rebuild_attempts: int = 0
+    rebuild_last_error: str | None = None
+    backups: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The facts as JSON-ready data."""
+        return asdict(self)
+
+    def rows(self) -> list[tuple[str, str]]:
+        """The facts as (label, value) lines for a person."""
+        if self.marker is None:
+            state = "live"
+        else:
+            where = self.marker.get("index") or "index"
+            state = (
+                f"STALE since {_when(self.marker.get('since'))} "
+                f"({where}: {self.marker.get('error')}); search uses the LIKE fallback"
+            )
+        out = [("state", state)]
+        missing = [name for name, present in self.triggers.items() if not present]
+        out.append(
+            ("triggers", "all 6 present" if not missing else f"missing: {', '.join(missing)}")
+        )
+        for ix in self.indexes:
+            counts = f"{ix.indexed_rows} of {ix.covered_rows} rows indexed"
+            detail = "; ".join([f"integrity {ix.integrity}", counts, *ix.problems])
+            out.append((ix.name, detail))
+        if self.rebuild_attempts:
+            out.append(
+                (
+                    "rebuild attempts",
+                    f"{self.rebuild_attempts} of {MAX_AUTOMATIC_ATTEMPTS} automatic "
+                    f"(last error: {self.rebuild_last_error})",
+                )
+            )
+        if self.backups:
+            out.append(("rebuild backups", ", ".join(self.backups)))
+        return out
+
+
+def _index_status(ctx: DoctorContext, ix: fts.FtsIndex, tables: set[str]) -> FtsIndexStatus:
+    data, _idx, docsize, config = ix.shadow_tables
+    status = FtsIndexStatus(ix.name, integrity="not checked", indexed_rows=None, covered_rows=None)
+    covered = "SELECT count(*) FROM messages"
+    if ix.row_filter:
+        covered += f" WHERE {ix.row_filter.format(t='messages')}"
+    status.covered_rows = int(ctx.value(covered))
+    if not {ix.name, data, docsize, config} <= tables:
+        status.problems.append("index tables missing")
+        return status
+
+    def read(what: str, sql: str) -> Any:
+        try:
+            return ctx.value(sql)
+        except DoctorReadError as exc:
+            status.problems.append(f"{what} unreadable: {exc}")
+            return None
+
+    indexed = read("document sizes", f"SELECT count(*) FROM {docsize}")
+    status.indexed_rows = None if indexed is None else int(indexed)
+    structure = read("structure record", f"SELECT block FROM {data} WHERE id = 10")
+    averages = read("averages record", f"SELECT count(*) FROM {data} WHERE id = 1")
+    version = read("format version", f"SELECT v FROM {config} WHERE k = 'version'")
+    if averages == 0:
+        status.problems.append("averages record missing")
+    if structure is None:
+        status.problems.append("structure record missing")
+    elif not any(bytes(structure)) and status.indexed_rows:
+        # All zeros is the structure of an empty index, not of one holding documents.
+        status.problems.append("structure record is empty but documents are indexed")
+    if version is not None and str(version) not in _FTS_VERSIONS:
+        status.problems.append(f"unsupported format version {version}")
+
+    if ctx.driver.version_tuple < FTS_READONLY_CHECK_VERSION:
+        need = ".".join(map(str, FTS_READONLY_CHECK_VERSION))
+        status.integrity = (
+            f"not checked (SQLite {ctx.driver.sqlite_version} cannot check an FTS5 index "
+            f"read-only; {need}+ can)"
+        )
+    else:
+        try:
+            result = [str(r[0]) for r in ctx.rows(f"PRAGMA integrity_check({ix.name})")]
+        except DoctorReadError as exc:
+            status.integrity = str(exc)
+        else:
+            status.integrity = "ok" if result == ["ok"] else "; ".join(result)
+    return status
+
+
+def _ledger(ctx: DoctorContext) -> dict[str, Any]:
+    try:
+        data = json.loads(ctx.db_path.with_name(DB_NAME + ".fts-rebuild.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def check_fts(ctx: DoctorContext) -> CheckResult:
+    """The ``fts_stale`` marker, the six sync triggers, each index's integrity."""
+    if not ctx.exists or _file_size(ctx.db_path) == 0:
+        return CheckResult("fts", None)  # no store: check_store reports it
+    tables = {r[0] for r in ctx.rows("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if not {"messages", "state_meta"} <= tables:
+        return CheckResult("fts", None)  # no schema: check_store reports it
+    raw = ctx.value("SELECT value FROM state_meta WHERE key = ?", (fts.STALE_KEY,))
+    marker: dict[str, Any] | None = None
+    if raw is not None:
+        # The raw row: fts.stale_marker needs a SQLAlchemy connection.
+        try:
+            parsed = json.loads(raw)
+        except ValueError:
+            parsed = None
+        marker = parsed if isinstance(parsed, dict) else {"error": str(raw)}
+    present = {r[0] for r in ctx.rows("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+    ledger = _ledger(ctx) if marker is not None else {}
+    status = FtsStatus(
+        stale=marker is not None,
+        marker=marker,
+        triggers={name: name in present for name in fts.TRIGGER_NAMES},
+        indexes=[_index_status(ctx, ix, tables) for ix in fts.INDEXES],
+        rebuild_attempts=int(ledger.get("attempts", 0) or 0),
+        rebuild_last_error=ledger.get("last_error"),
+        backups=sorted(p.name for p in ctx.home.glob(f"{DB_NAME}.{BACKUP_LABEL}-*.bak")),
+    )
+
+    repair = f"{STOP_FIRST} `{ctx.command(REPAIR_COMMAND)}`"
+    findings: list[Finding] = []
+    if marker is not None:
+        where = marker.get("index") or "the index"
+        summary = (
+            f"the full-text index is detached since {_when(marker.get('since'))} "
+            f"({where}: {marker.get('error')}); search answers from a slower LIKE scan"
+        )
+        if status.rebuild_attempts >= MAX_AUTOMATIC_ATTEMPTS:
+            summary += (
+                f"; the automatic rebuild gave up after {status.rebuild_attempts} attempts "
+                f"(last error: {status.rebuild_last_error})"
+            )
+        findings.append(Finding("fts-stale", "error", summary, repair))
+    else:
+        missing = [name for name, ok in status.triggers.items() if not ok]
+        if missing:
+            findings.append(
+                Finding(
+                    "fts-triggers-missing",
+                    "error",
+                    f"sync triggers missing without a stale marker ({', '.join(missing)}): "
+                    "new messages are not indexed and search silently misses them",
+                    repair,
+                )
+            )
+        for ix in status.indexes:
+            if ix.ok:
+                continue
+            what = [*ix.problems]
+            if ix.integrity != "ok" and not ix.integrity.startswith("not checked"):
+                what.append(f"integrity check: {ix.integrity}")
+            if what:
+                findings.append(
+                    Finding(
+                        "fts-damaged",
+                        "error",
+                        f"{ix.name} is damaged but not detached yet ({'; '.join(what)}): "
+                        "search may miss messages; the next write that meets it detaches it",
+                        repair,
+                    )
+                )
+            else:
+                findings.append(
+                    Finding(
+                        "fts-behind",
+                        "error",
+                        f"{ix.name} holds {ix.indexed_rows} of the {ix.covered_rows} rows it "
+                        "covers: search silently misses the others",
+                        repair,
+                    )
+                )
+    return CheckResult("fts", status, findings)
+
+
+# -- the report ------------------------------------------------------------------------
+
+Check = Callable[[DoctorContext], CheckResult]
+
+# Report order. File-health checks (header, integrity_check, quarantine, spool and
+# salvage files, holders) are added here as more functions of this shape.
+CHECKS: list[Check] = [check_store, check_fts]
+
+
+@dataclass
+class DoctorReport:
+    """Every check's facts, by key, and every finding; ``healthy`` when there are none."""
+
+    path: str
+    sections: dict[str, Section] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def healthy(self) -> bool:
+        """True when no check found anything to fix."""
+        return not self.findings
+
+    @property
+    def store(self) -> StoreFacts:
+        """The store section (always present)."""
+        section = self.sections["store"]
+        assert isinstance(section, StoreFacts)
+        return section
+
+    @property
+    def fts(self) -> FtsStatus | None:
+        """The full-text section, or None when the store has no schema to check."""
+        section = self.sections.get("fts")
+        assert section is None or isinstance(section, FtsStatus)
+        return section
+
+    def to_dict(self) -> dict[str, Any]:
+        """The whole report as JSON-ready data."""
+        return {
+            "path": self.path,
+            "healthy": self.healthy,
+            "findings": [f.to_dict() for f in self.findings],
+            **{key: section.to_dict() for key, section in self.sections.items()},
+        }
+
+
+def _unreadable(name: str, ctx: DoctorContext, exc: DoctorReadError) -> Finding:
+    source = shlex.quote(str(ctx.db_path))
+    recover = ctx.command(f"hermes-repo sessions recover --source {source} --inspect-only")
+    return Finding(
+        f"{name}-unreadable",
+        "error",
+        f"the {name} check could not read the store: {exc}",
+        f"if the file is damaged, {STOP_FIRST} `{recover}`",
+    )
+
+
+def _run(check: Check, ctx: DoctorContext) -> CheckResult:
+    try:
+        return check(ctx)
+    except DoctorReadError as exc:
+        name = check.__name__.removeprefix("check_")
+        return CheckResult(name, None, [_unreadable(name, ctx, exc)])
+
+
+def diagnose(
+    home: str | os.PathLike[str] | None = None,
+    *,
+    driver: Driver | None = None,
+    checks: list[Check] | None = None,
+) -> DoctorReport:
+    """Examine the store in ``home`` (default ``$HERMES_HOME``, else ``~/.hermes``).
+
+    Writes nothing: see the module docstring. Safe while other processes use the store.
+    """
+    db_path = db_path_for_home(home)
+    ctx = DoctorContext(db_path.parent, driver or select_driver())
+    report = DoctorReport(path=str(db_path))
+    try:
+        for check in CHECKS if checks is None else checks:
+            result = _run(check, ctx)
+            if result.section is not None:
+                report.sections[result.key] = result.section
+            report.findings.extend(result.findings)
+    finally:
+        ctx.close()
+    return report
