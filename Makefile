@@ -1,0 +1,29 @@
+# Developer shortcuts. `make test` is the README's test command; `make ci` is what CI runs.
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: test install lint format typecheck check ci clean
+
+test:
+	python3 -m venv $(VENV) && $(BIN)/pip install -e '.[dev]' && $(BIN)/python -m pytest
+
+install:
+	python3 -m venv $(VENV) && $(BIN)/pip install -e '.[dev]'
+
+lint:
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+format:
+	$(BIN)/ruff check --fix . && $(BIN)/ruff format .
+
+typecheck:
+	$(BIN)/mypy
+
+check: lint typecheck
+	$(BIN)/python -m pytest
+
+ci:
+	bash .ci/run
+
+clean:
+	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,255 @@
+"""The ``hermes-repo`` command: operate a hermes_repo session store from a shell.
+
+``main`` is the click group. It owns ``--home``, a :class:`CliState` that opens the store
+only when a command needs it (so ``--help`` and ``db`` commands never open it) and closes
+it at exit, and the one error boundary that turns every library, OS and migration error
+into a single ``error: <cause>; <fix>`` line on stderr with exit code 1 (usage errors
+exit with 2, as click does).
+
+Commands live in one module per area and are registered in the explicit lists below.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from alembic.util.exc import CommandError as AlembicCommandError
+from sqlalchemy.exc import DBAPIError
+
+from ..engine import db_path_for_home, select_driver
+from ..errors import HermesRepoError, translate
+from ..store import StateStore
+from ._output import CliError
+
+# Aliased so that `hermes_repo.cli.db` and `hermes_repo.cli.sessions` stay the modules.
+from .db import db as db_group
+from .doctor import doctor_command
+from .pending import pending as pending_group
+from .recover import recover_command
+from .search import search_command
+from .sessions import sessions as sessions_group
+from .snapshot import snapshot as snapshot_group
+from .transfer import export_command, import_command
+
+__all__ = ["CliError", "CliState", "main"]
+
+
+def _driver_errors() -> tuple[type[Exception], ...]:
+    # Raw DB-API errors (not wrapped by SQLAlchemy) escape from the backup API and from
+    # raw connections; both drivers' base classes are caught so none becomes a traceback.
+    errors: list[type[Exception]] = [sqlite3.Error]
+    try:
+        import pysqlite3.dbapi2 as pysqlite3_dbapi
+    except ImportError:
+        pass
+    else:
+        errors.append(pysqlite3_dbapi.Error)
+    return tuple(errors)
+
+
+_DRIVER_ERRORS = _driver_errors()
+_LIBRARY_LOGGER = "hermes_repo"
+
+
+class _DeferredWarnings(logging.Handler):
+    """Holds the library's warnings until the command ends.
+
+    After a success they are printed as ``warning: ...`` lines; after a failure they are
+    dropped, because the library logs the same cause it raises (e.g. a quarantine) and
+    the failure must stay one ``error:`` line.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def flush_to_stderr(self) -> None:
+        for record in self.records:
+            click.echo(f"warning: {' '.join(record.getMessage().split())}", err=True)
+        self.records.clear()
+
+
+class CliState:
+    """What every command shares: the store folder and a lazily opened store."""
+
+    def __init__(self, home: Path | None, *, verbose: bool = False) -> None:
+        # None means "the library's default" ($HERMES_HOME, else ~/.hermes): resolving it
+        # here would duplicate that rule, so it is passed through as is.
+        self.home = home
+        self._store: StateStore | None = None
+        self._log_handler: logging.Handler
+        if verbose:
+            self._log_handler = logging.StreamHandler(sys.stderr)
+            self._log_handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+            self._log_handler.setLevel(logging.INFO)
+        else:
+            self._log_handler = _DeferredWarnings()
+        logger = logging.getLogger(_LIBRARY_LOGGER)
+        logger.addHandler(self._log_handler)
+        if verbose:
+            logger.setLevel(logging.INFO)
+
+    def finish(self, *, failed: bool) -> None:
+        """Detach the log handler; print deferred warnings unless the command failed."""
+        logging.getLogger(_LIBRARY_LOGGER).removeHandler(self._log_handler)
+        if isinstance(self._log_handler, _DeferredWarnings) and not failed:
+            self._log_handler.flush_to_stderr()
+
+    @property
+    def db_path(self) -> Path:
+        """The ``state.db`` this invocation operates on."""
+        return db_path_for_home(self.home)
+
+    @property
+    def store(self) -> StateStore:
+        """The store, opened on first use (created at head if the file is missing)."""
+        if self._store is None:
+            self._store = StateStore.open(self.home)
+        return self._store
+
+    def close(self) -> None:
+        """Close the store if a command opened it."""
+        store, self._store = self._store, None
+        if store is not None:
+            store.close()
+
+
+def _one_line_cause(exc: BaseException) -> str:
+    """The ``<cause>; <fix>`` text for an error the CLI reports instead of a traceback."""
+    if isinstance(exc, HermesRepoError):
+        return str(exc)
+    if isinstance(exc, (DBAPIError, *_DRIVER_ERRORS)):
+        return str(translate(exc, action="database access"))
+    if isinstance(exc, AlembicCommandError):
+        return f"migration failed: {exc}; run `hermes-repo db current` to see the revision"
+    if isinstance(exc, OSError):
+        where = f" {exc.filename}" if exc.filename else ""
+        return f"{exc.strerror or exc}:{where}; check the path, its permissions and free space"
+    return str(exc)
+
+
+# What the CLI reports as one line; anything else is a bug and keeps its traceback.
+_REPORTED_ERRORS: tuple[type[Exception], ...] = (
+    HermesRepoError,
+    DBAPIError,
+    AlembicCommandError,
+    OSError,
+    *_DRIVER_ERRORS,
+)
+
+
+class _HermesGroup(click.Group):
+    """The root group: the single place where failures become one-line errors."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        failed = True
+        try:
+            result = super().invoke(ctx)
+            failed = False
+            return result
+        except BrokenPipeError:
+            # `hermes-repo sessions list | head`: the reader left; that is not an error
+            # worth a message. Point stdout at /dev/null so the interpreter's final
+            # flush does not raise again.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            raise click.exceptions.Exit(1) from None
+        except _REPORTED_ERRORS as exc:
+            raise CliError(_one_line_cause(exc)) from exc
+        finally:
+            state = ctx.obj
+            if isinstance(state, CliState):
+                try:
+                    state.close()
+                except HermesRepoError as exc:  # pragma: no cover - close rarely fails
+                    failed = True
+                    raise CliError(_one_line_cause(exc)) from exc
+                finally:
+                    state.finish(failed=failed)
+
+
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from .. import __version__
+
+    try:
+        driver = select_driver()
+    except HermesRepoError as exc:
+        raise CliError(str(exc)) from exc
+    fix = "yes" if driver.has_wal_reset_fix else "no"
+    click.echo(
+        f"hermes-repo {__version__}; SQLite {driver.sqlite_version} via {driver.name} "
+        f"(WAL-reset fix: {fix}, journal_mode {driver.journal_mode.lower()})"
+    )
+    ctx.exit(0)
+
+
+@click.group(
+    cls=_HermesGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+@click.option(
+    "--home",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    metavar="DIR",
+    help="Folder holding state.db. [default: $HERMES_HOME, else ~/.hermes]",
+)
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show the version and which SQLite the store uses, then exit.",
+)
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Log what the library does (INFO and up) on stderr as it happens.",
+)
+@click.pass_context
+def main(ctx: click.Context, home: Path | None, verbose: bool) -> None:
+    """Operate a hermes_repo session store (state.db) from the shell.
+
+    Migrate the schema, import and export transcripts, list and search sessions.
+    Read commands take --json for scripts. Failures print one line,
+    `error: <cause>; <fix>`, and exit with 1 (2 for a usage error).
+
+    \b
+    Example:
+      hermes-repo --home ~/.hermes db upgrade
+      hermes-repo import samples/sample_sessions.jsonl
+      hermes-repo search "checkpoint" --limit 5
+    """
+    ctx.obj = CliState(home, verbose=verbose)
+
+
+# Registration is an explicit list: a new command module adds one entry here.
+_COMMANDS: tuple[click.Command, ...] = (
+    db_group,
+    sessions_group,
+    import_command,
+    search_command,
+    pending_group,
+    snapshot_group,
+    doctor_command,
+)
+# Subcommands of `sessions` that live in other modules (export lives with import).
+_SESSION_COMMANDS: tuple[click.Command, ...] = (export_command, recover_command)
+
+for _command in _COMMANDS:
+    main.add_command(_command)
+for _command in _SESSION_COMMANDS:
+    sessions_group.add_command(_command)

@@ -1,0 +1,220 @@
+"""``hermes-repo db``: schema migrations (upgrade, current revision, drift check).
+
+These commands build their own engine with :func:`create_store_engine` instead of
+:meth:`StateStore.open`: the store refuses to open a file behind head, and that is exactly
+the file ``db upgrade`` exists to fix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+from sqlalchemy import Engine
+from sqlalchemy.exc import DBAPIError
+
+from ..engine import Driver, create_store_engine, engine_driver
+from ..errors import translate
+from ..ops import migrate
+from ..ops.backup import timestamped_backup
+from ._output import CliError, echo_json
+
+if TYPE_CHECKING:
+    from . import CliState
+
+__all__ = ["db"]
+
+
+@dataclass(frozen=True)
+class _Revision:
+    """Where a file stands against the migrations shipped with this code."""
+
+    path: Path
+    revision: str | None
+    head: str
+    status: str  # missing | empty | foreign | at-head | behind | ahead
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "path": str(self.path),
+            "revision": self.revision,
+            "head": self.head,
+            "status": self.status,
+        }
+
+
+@contextmanager
+def _engine(db_path: Path) -> Iterator[Engine]:
+    engine = create_store_engine(db_path)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+
+
+def _revision(engine: Engine, db_path: Path) -> _Revision:
+    head = migrate.head_revision()
+    try:
+        with engine.connect() as conn:
+            current = migrate.current_revision(conn)
+            empty = current is None and migrate.is_empty(conn)
+    except DBAPIError as exc:
+        raise translate(exc, action=f"reading the schema revision of {db_path}") from exc
+    if current is None:
+        status = "empty" if empty else "foreign"
+    elif current == head:
+        status = "at-head"
+    elif current in migrate.known_revisions():
+        status = "behind"
+    else:
+        status = "ahead"
+    return _Revision(db_path, current, head, status)
+
+
+def _refuse_unless_ours(rev: _Revision) -> None:
+    """Stop on files no migration of this code may touch."""
+    if rev.status == "ahead":
+        raise CliError(
+            f"{rev.path} is at schema revision {rev.revision}, newer than this hermes_repo "
+            f"knows (head {rev.head}); upgrade the hermes_repo package, never downgrade the file"
+        )
+    if rev.status == "foreign":
+        raise CliError(
+            f"{rev.path} holds tables but no hermes_repo schema revision, so it is not a "
+            "hermes_repo store; point --home / HERMES_HOME at another folder"
+        )
+
+
+def _driver_line(driver: Driver, journal_mode: str) -> str:
+    fix = "yes" if driver.has_wal_reset_fix else "no"
+    return (
+        f"SQLite {driver.sqlite_version} via {driver.name} "
+        f"(WAL-reset fix: {fix}), journal_mode {journal_mode}"
+    )
+
+
+@click.group("db")
+def db() -> None:
+    """Schema migrations: upgrade, show the revision, check for drift.
+
+    The schema of state.db is built and changed only by the migrations shipped inside
+    the package (Alembic); no ini file or source checkout is needed.
+
+    \b
+    Example:
+      hermes-repo db upgrade && hermes-repo db check
+    """
+
+
+@db.command("upgrade")
+@click.pass_obj
+def upgrade(state: CliState) -> None:
+    """Bring state.db to the newest schema, taking an online backup first.
+
+    A missing or empty file is created at head. A file that already holds a schema is
+    first copied with SQLite's backup API (safe while agents write to it) to
+    state.db.pre-upgrade-<UTC time>.bak beside it, and the path is printed; then every
+    pending migration runs in one transaction, so a failure leaves the file as it was.
+    A file newer than this code, or one that is not a hermes_repo store, is refused.
+
+    \b
+    Example:
+      hermes-repo --home ~/.hermes db upgrade
+    """
+    path = state.db_path
+    with _engine(path) as engine:
+        rev = _revision(engine, path)
+        _refuse_unless_ours(rev)
+        if rev.status != "empty":
+            backup = timestamped_backup(engine, path, "pre-upgrade")
+            click.echo(f"backup: {backup}")
+        if rev.status == "at-head":
+            click.echo(f"{path} is already at head {rev.head}; nothing to migrate")
+            return
+        migrate.upgrade(engine)
+        after = _revision(engine, path)
+    click.echo(f"upgraded {path}: {rev.revision or 'empty'} -> {after.revision}")
+
+
+@db.command("current")
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@click.pass_obj
+def current(state: CliState, as_json: bool) -> None:
+    """Show the schema revision of state.db, the head of this code, and the SQLite used.
+
+    Status is one of: at-head, behind (run `db upgrade`), ahead (upgrade the package),
+    empty, missing (no file yet; nothing is created), foreign (not a hermes_repo store).
+
+    \b
+    Example:
+      hermes-repo db current --json
+    """
+    path = state.db_path
+    if not path.exists():
+        rev = _Revision(path, None, migrate.head_revision(), "missing")
+        driver_info: dict[str, Any] = {}
+    else:
+        with _engine(path) as engine:
+            rev = _revision(engine, path)
+            driver = engine_driver(engine)
+            with engine.connect() as conn:
+                mode = str(conn.exec_driver_sql("PRAGMA journal_mode").scalar_one()).lower()
+        driver_info = {
+            "driver": driver.name,
+            "sqlite_version": driver.sqlite_version,
+            "sqlite_has_wal_fix": driver.has_wal_reset_fix,
+            "journal_mode": mode,
+        }
+    if as_json:
+        echo_json({**rev.as_dict(), **driver_info})
+        return
+    click.echo(f"path:     {rev.path}")
+    click.echo(f"revision: {rev.revision or '-'}")
+    click.echo(f"head:     {rev.head}")
+    click.echo(f"status:   {rev.status}")
+    if driver_info:
+        click.echo(f"sqlite:   {_driver_line(driver, driver_info['journal_mode'])}")
+
+
+@db.command("check")
+@click.pass_obj
+def check(state: CliState) -> None:
+    """Verify that state.db is at head and its schema has no drift from the models.
+
+    Exit 0 when the schema matches; exit 1 with the cause otherwise (behind head, ahead,
+    missing, or drift, which is printed first on stdout as Alembic describes it).
+
+    \b
+    Example:
+      hermes-repo db check || hermes-repo db upgrade
+    """
+    path = state.db_path
+    if not path.exists():
+        raise CliError(f"no store at {path}; create it with `hermes-repo db upgrade`")
+    with _engine(path) as engine:
+        rev = _revision(engine, path)
+        _refuse_unless_ours(rev)
+        if rev.status == "empty":
+            raise CliError(f"{path} holds no schema; create it with `hermes-repo db upgrade`")
+        if rev.status == "behind":
+            raise CliError(
+                f"{path} is at schema revision {rev.revision}, behind head {rev.head}; "
+                "run `hermes-repo db upgrade` (it backs up first)"
+            )
+        # Alembic prints "No new upgrade operations detected." itself; the verdict below
+        # says the same in the command's own words.
+        with contextlib.redirect_stdout(io.StringIO()):
+            drift = migrate.check(engine)
+    if drift is not None:
+        click.echo(drift)
+        raise CliError(
+            f"the schema of {path} differs from the models (drift printed above); "
+            "restore a backup or recover the store into a new file with the migrations"
+        )
+    click.echo(f"{path}: schema at head {rev.head}, no drift")

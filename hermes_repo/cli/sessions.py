@@ -1,0 +1,333 @@
+"""``hermes-repo sessions``: list sessions, show one transcript, check and repair them.
+
+``sessions`` is the click group other modules attach to (``export`` here from
+:mod:`.transfer`; ``recover`` later): import it as
+``from hermes_repo.cli.sessions import sessions``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import click
+from rich import box
+from rich.table import Table
+from rich.text import Text
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.orm import Session
+
+from ..errors import translate
+from ..models import AgentSession
+from ..ops.transcript_check import (
+    ALTERNATION_RULES,
+    TOOL_PAIRING_RULES,
+    check_transcripts,
+    repair_session,
+    repair_transcripts,
+)
+from ..repositories import SessionRepository
+from ..store import StateStore
+from ._output import echo_json, format_time, stdout_console
+
+if TYPE_CHECKING:
+    from . import CliState
+
+__all__ = [
+    "content_text",
+    "read_session",
+    "session_dict",
+    "sessions",
+]
+
+_PREVIEW_CHARS = 160
+
+
+@contextmanager
+def read_session(store: StateStore) -> Iterator[Session]:
+    """A read-only ORM session on the store, for the repositories' queries.
+
+    A plain ``BEGIN`` (not the unit of work's ``BEGIN IMMEDIATE``): listing sessions must
+    not take the write lock an agent needs, nor fail on a read-only file.
+    """
+    try:
+        with Session(bind=store.engine) as session, session.begin():
+            yield session
+    except DBAPIError as exc:
+        raise translate(exc, action="read") from exc
+
+
+def session_dict(row: AgentSession) -> dict[str, Any]:
+    """A session row as a JSON-ready dict (every column, None included)."""
+    return {
+        "id": row.id,
+        "source": row.source,
+        "user_id": row.user_id,
+        "model": row.model,
+        "title": row.title,
+        "parent_session_id": row.parent_session_id,
+        "started_at": row.started_at,
+        "ended_at": row.ended_at,
+        "end_reason": row.end_reason,
+        "message_count": row.message_count,
+        "tool_call_count": row.tool_call_count,
+        "input_tokens": row.input_tokens,
+        "output_tokens": row.output_tokens,
+    }
+
+
+def content_text(content: Any) -> str:
+    """The readable text of a message's content: a string, or the parts of a list.
+
+    Non-text parts (images, audio, files) become a bracketed placeholder naming their
+    type and, for images, their URL, so a transcript shows that something was there.
+    """
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        pieces = []
+        for part in content:
+            if isinstance(part, dict):
+                kind = str(part.get("type", "part"))
+                if kind == "text" or "text" in part:
+                    pieces.append(str(part.get("text", "")))
+                elif kind == "image_url":
+                    image = part.get("image_url")
+                    url = image.get("url") if isinstance(image, dict) else image
+                    pieces.append(f"[image: {url}]")
+                else:
+                    pieces.append(f"[{kind}]")
+            else:
+                pieces.append(str(part))
+        return "\n".join(pieces)
+    return json.dumps(content, ensure_ascii=False)
+
+
+def _tool_calls_text(message: dict[str, Any]) -> str:
+    calls = message.get("tool_calls")
+    if not isinstance(calls, list):
+        return ""
+    names = []
+    for call in calls:
+        fn = call.get("function") if isinstance(call, dict) else None
+        names.append(str(fn.get("name")) if isinstance(fn, dict) else "?")
+    return "calls " + ", ".join(names)
+
+
+def _field(name: str, value: str) -> Text:
+    # Text, not markup: titles and ids are user data and may contain [brackets].
+    return Text.assemble((f"{name}: ", "bold"), value)
+
+
+def _preview(message: dict[str, Any]) -> str:
+    text = " ".join(content_text(message.get("content")).split())
+    calls = _tool_calls_text(message)
+    if calls:
+        text = f"{text} [{calls}]" if text else f"[{calls}]"
+    if len(text) > _PREVIEW_CHARS:
+        text = text[: _PREVIEW_CHARS - 1] + "…"
+    return text
+
+
+@click.group("sessions")
+def sessions() -> None:
+    """List, show and export the sessions in the store.
+
+    \b
+    Example:
+      hermes-repo sessions list --source telegram
+      hermes-repo sessions show SESSION_ID
+    """
+
+
+@sessions.command("list")
+@click.option(
+    "--limit", type=click.IntRange(min=1), default=50, show_default=True, help="Rows at most."
+)
+@click.option("--source", metavar="S", help="Only sessions from this source (cli, telegram...).")
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@click.pass_obj
+def list_sessions(state: CliState, limit: int, source: str | None, as_json: bool) -> None:
+    """List sessions, most recently started first.
+
+    Shows id, source, start time, message count and title; --json adds every
+    column (user, model, parent session, end time and reason, counters).
+
+    \b
+    Example:
+      hermes-repo sessions list --limit 10 --json
+    """
+    with read_session(state.store) as session:
+        rows = [
+            session_dict(r) for r in SessionRepository(session).list(limit=limit, source=source)
+        ]
+    if as_json:
+        echo_json(rows)
+        return
+    console = stdout_console()
+    if not rows:
+        console.print(Text("no sessions" + (f" from source {source!r}" if source else "")))
+        return
+    table = Table(title=f"{len(rows)} session(s)", title_justify="left", box=box.SIMPLE_HEAD)
+    # Ids are what people copy into the next command: never cut them short.
+    table.add_column("id", no_wrap=True, style="cyan", min_width=max(len(r["id"]) for r in rows))
+    table.add_column("source", no_wrap=True, max_width=12)
+    table.add_column("started", no_wrap=True)
+    table.add_column("msgs", justify="right", no_wrap=True)
+    table.add_column("title", overflow="fold", min_width=12, ratio=1)
+    for r in rows:
+        table.add_row(
+            Text(r["id"]),
+            Text(r["source"]),
+            format_time(r["started_at"])[:16],
+            str(r["message_count"]),
+            Text(r["title"] or ""),
+        )
+    console.print(table)
+
+
+@sessions.command("show")
+@click.argument("session_id", metavar="SID")
+@click.option(
+    "--include-inactive",
+    is_flag=True,
+    help="Also show archived audit rows (messages a repair took out of the replay).",
+)
+@click.option(
+    "--repair",
+    is_flag=True,
+    help="First repair the transcript in the store (merge, archive) and report the changes.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@click.pass_obj
+def show(
+    state: CliState, session_id: str, include_inactive: bool, repair: bool, as_json: bool
+) -> None:
+    """Show one session: its details and its messages in replay order.
+
+    Without --repair nothing is repaired or written: this is an inspection load. With
+    --repair the transcript's alternation and tool-pairing violations are repaired in
+    the store first (removed rows are archived, see --include-inactive). With --json the
+    output is {"session": {...}, "messages": [...]} (plus "repair": {...} with --repair),
+    messages as the library returns them.
+
+    \b
+    Example:
+      hermes-repo sessions show 20260101_093000_5f2a --include-inactive
+      hermes-repo sessions show 20260101_093000_5f2a --repair
+    """
+    store = state.store
+    # Repair before reading the session row, so its counters are the repaired ones.
+    repaired = repair_session(store, session_id) if repair else None
+    with read_session(store) as session:
+        info = session_dict(SessionRepository(session).require(session_id))
+    messages = store.load_conversation(session_id, include_inactive=include_inactive).messages
+    if as_json:
+        payload: dict[str, Any] = {"session": info, "messages": messages}
+        if repaired is not None:
+            payload["repair"] = repaired.as_dict()
+        echo_json(payload)
+        return
+    console = stdout_console()
+    if repaired is not None:
+        console.print(
+            _field(
+                "repair",
+                f"{repaired.repairs} row(s) archived, {len(repaired.updated_ids)} row(s) updated",
+            )
+        )
+        for row in repaired.archived:
+            console.print(Text(f"  #{row.id}: {row.reason}"))
+    for key in ("id", "title", "source", "model", "user_id", "parent_session_id"):
+        if info[key] is not None:
+            console.print(_field(key, str(info[key])))
+    console.print(_field("started", format_time(info["started_at"])))
+    if info["ended_at"] is not None:
+        reason = f" ({info['end_reason']})" if info["end_reason"] else ""
+        console.print(_field("ended", format_time(info["ended_at"]) + reason))
+    table = Table(title=f"{len(messages)} message(s)", title_justify="left", box=box.SIMPLE_HEAD)
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("role", no_wrap=True, style="bold")
+    table.add_column("time", no_wrap=True)
+    table.add_column("content", overflow="fold", ratio=1)
+    for i, message in enumerate(messages, 1):
+        text = _preview(message)
+        if message.get("active") is False:
+            text = f"[archived: {message.get('archive_reason', '?')}] {text}"
+        role = str(message["role"])
+        if message.get("tool_name"):
+            role += f" ({message['tool_name']})"
+        table.add_row(str(i), Text(role), format_time(message.get("timestamp")), Text(text))
+    console.print(table)
+
+
+@sessions.command("repair")
+@click.option(
+    "--check-only",
+    is_flag=True,
+    help="Only report the sessions whose transcripts break an invariant; write nothing.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@click.pass_obj
+def repair_command(state: CliState, check_only: bool, as_json: bool) -> None:
+    """Check, or repair, the transcripts of every session.
+
+    The invariants: role alternation (no two user or two assistant turns in a row) and
+    tool pairing (each tool result answers one open call of the assistant turn before
+    it). --check-only counts the violating sessions and rows in one read transaction.
+    Without it, each violating session is repaired in its own transaction: merged turns
+    keep the first row's id, removed rows are archived (never deleted) with the reason.
+
+    \b
+    Example:
+      hermes-repo sessions repair --check-only
+      hermes-repo sessions repair --json
+    """
+    if not check_only:
+        summary = repair_transcripts(state.store)
+        if as_json:
+            echo_json(summary.as_dict())
+            return
+        stdout_console().print(
+            Text(
+                f"repaired {summary.sessions_repaired} session(s): {summary.repairs} row(s) "
+                f"archived, {summary.rows_updated} row(s) updated"
+            )
+        )
+        return
+    report = check_transcripts(state.store)
+    if as_json:
+        echo_json(report.as_dict())
+        return
+    console = stdout_console()
+    if report.ok:
+        console.print(
+            Text(
+                f"ok: {report.sessions_checked} session(s), {report.rows_checked} active "
+                "row(s), no violations"
+            )
+        )
+        return
+    table = Table(
+        title=f"{report.sessions_violating} of {report.sessions_checked} session(s) violate",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+    )
+    table.add_column("session", no_wrap=True, style="cyan")
+    table.add_column("rows", justify="right", no_wrap=True)
+    # One column per rule, with short headers so an 80-column terminal fits the ids.
+    rules = (*ALTERNATION_RULES, *TOOL_PAIRING_RULES)  # user, asst, orphan, dup
+    for header in ("user", "asst", "orphan", "dup"):
+        table.add_column(header, justify="right", no_wrap=True)
+    for s in report.sessions:
+        counts = [str(s.by_rule.get(rule, 0)) for rule in rules]
+        table.add_row(Text(s.session_id), str(s.active_rows), *counts)
+    console.print(table)
+    (alt_s, alt_r), (pair_s, pair_r) = report.alternation, report.tool_pairing
+    console.print(Text(f"alternation (user, asst turns): {alt_s} session(s), {alt_r} row(s)"))
+    console.print(Text(f"tool pairing (orphan, dup results): {pair_s} session(s), {pair_r} row(s)"))
+    console.print(Text("repair them with `hermes-repo sessions repair`"))

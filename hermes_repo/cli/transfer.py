@@ -1,0 +1,475 @@
+"""``hermes-repo import`` and ``hermes-repo sessions export``: transcripts in and out.
+
+The import format (also documented in the README and shipped in samples/): UTF-8 JSON
+Lines, one object per line, blank lines ignored.
+
+* ``{"session": {"id": "s1", "source": "cli", "title": "...", ...}}`` starts a session.
+  ``id`` is required; optional keys: ``source``, ``user_id``, ``model``, ``title``,
+  ``parent_session_id`` (a session already stored or declared earlier in the file),
+  ``started_at``, ``ended_at`` (epoch seconds), ``end_reason``.
+* ``{"session_id": "s1", "message": {...}}`` is a message of that session. It must follow
+  its session's line (``session_id`` repeats the id as a check). The message is a dict
+  as :meth:`StateStore.append_message` takes it (``role``, ``content`` as text or a list
+  of parts, ``tool_calls``, ``tool_call_id``, ``timestamp``, ``uid``...).
+
+Each session (its line and the message lines after it) is written in one unit of work,
+so a bad line stops the import with the sessions before it kept and the session it
+belongs to not imported at all. Re-importing is idempotent: an existing session is
+reused as it is, and messages whose ``uid`` is already stored for the session are
+skipped. A message without ``uid`` gets one derived from the session id, the message
+and its occurrence number, so files without uids re-import as no-ops too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+import click
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
+from ..codec import dumps, message_to_row
+from ..errors import HermesRepoError
+from ..ids import validate_session_id
+from ..repositories import SessionRepository
+from ..uow import UnitOfWork
+from ._output import CliError, echo_json, format_time, stderr_console
+from .sessions import content_text, read_session, session_dict
+
+if TYPE_CHECKING:
+    from . import CliState
+
+__all__ = ["ImportReport", "export_command", "import_command"]
+
+_SESSION_KEYS = (
+    "id",
+    "source",
+    "user_id",
+    "model",
+    "title",
+    "parent_session_id",
+    "started_at",
+    "ended_at",
+    "end_reason",
+)
+_SESSION_TEXT_KEYS = ("source", "user_id", "model", "title", "parent_session_id", "end_reason")
+_SESSION_TIME_KEYS = ("started_at", "ended_at")
+
+
+class _LineError(Exception):
+    """A problem with one line of the import file (the CLI adds file and line)."""
+
+    def __init__(self, line: int, cause: str) -> None:
+        super().__init__(cause)
+        self.line = line
+        self.cause = cause
+
+
+@dataclass
+class _Block:
+    """One session line and the message lines after it: one unit of work."""
+
+    line: int
+    fields: dict[str, Any]
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    # Occurrences of each message body so far, for uids derived from repeated messages.
+    _seen: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def session_id(self) -> str:
+        return str(self.fields["id"])
+
+    def add(self, message: dict[str, Any]) -> None:
+        if not message.get("uid"):
+            # A stable uid makes re-importing a file without uids a no-op: the same
+            # message at the same occurrence derives the same key every time.
+            body = json.dumps(message, sort_keys=True, ensure_ascii=False)
+            nth = self._seen.get(body, 0)
+            self._seen[body] = nth + 1
+            digest = hashlib.sha256(f"{self.session_id}\0{body}\0{nth}".encode()).hexdigest()
+            message = {**message, "uid": f"import-{digest[:32]}"}
+        self.messages.append(message)
+
+
+@dataclass
+class ImportReport:
+    """What an import did."""
+
+    file: str
+    sessions_created: int = 0
+    sessions_reused: int = 0
+    messages_inserted: int = 0
+    messages_skipped: int = 0
+
+    @property
+    def sessions(self) -> int:
+        return self.sessions_created + self.sessions_reused
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "sessions_created": self.sessions_created,
+            "sessions_reused": self.sessions_reused,
+            "messages_inserted": self.messages_inserted,
+            "messages_skipped": self.messages_skipped,
+        }
+
+
+def _decode(raw: bytes, line: int) -> dict[str, Any] | None:
+    if not raw.strip():
+        return None
+    try:
+        obj = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise _LineError(line, f"invalid JSON ({exc.msg} at column {exc.colno})") from exc
+    except UnicodeDecodeError as exc:
+        raise _LineError(line, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    if not isinstance(obj, dict):
+        raise _LineError(line, f"expected a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def _session_block(obj: dict[str, Any], line: int) -> _Block:
+    if set(obj) != {"session"} or not isinstance(obj["session"], dict):
+        raise _LineError(line, 'a session line is {"session": {"id": ..., ...}} and nothing else')
+    fields: dict[str, Any] = obj["session"]
+    unknown = sorted(set(fields) - set(_SESSION_KEYS))
+    if unknown:
+        raise _LineError(
+            line,
+            f"unknown session key(s) {', '.join(unknown)}; allowed: {', '.join(_SESSION_KEYS)}",
+        )
+    if "id" not in fields:
+        raise _LineError(line, "the session has no id (an id makes re-imports idempotent)")
+    try:
+        validate_session_id(fields["id"])
+    except HermesRepoError as exc:
+        raise _LineError(line, str(exc)) from exc
+    for key in _SESSION_TEXT_KEYS:
+        if fields.get(key) is not None and not isinstance(fields[key], str):
+            raise _LineError(line, f"session {key} must be a string or null")
+    for key in _SESSION_TIME_KEYS:
+        value = fields.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise _LineError(line, f"session {key} must be a number (epoch seconds) or null")
+    return _Block(line, dict(fields))
+
+
+def _add_message(block: _Block | None, obj: dict[str, Any], line: int) -> None:
+    if set(obj) != {"session_id", "message"}:
+        raise _LineError(
+            line,
+            'expected {"session": {...}} or {"session_id": ..., "message": {...}}, '
+            f"got keys {', '.join(sorted(obj)) or 'none'}",
+        )
+    sid, message = obj["session_id"], obj["message"]
+    if block is None:
+        raise _LineError(
+            line,
+            f'unknown session {sid!r}: declare it first with a {{"session": {{"id": ...}}}} line',
+        )
+    if sid != block.session_id:
+        raise _LineError(
+            line,
+            f"unknown session {sid!r}: a message line must follow its own session's line "
+            f"(the current session is {block.session_id!r})",
+        )
+    if not isinstance(message, dict):
+        raise _LineError(line, f"message must be a JSON object, got {type(message).__name__}")
+    try:
+        message_to_row(block.session_id, message)  # validates role, timestamp, api_content
+    except HermesRepoError as exc:
+        raise _LineError(line, str(exc)) from exc
+    block.add(message)
+
+
+def _write_block(uow: UnitOfWork, block: _Block) -> tuple[bool, int, int]:
+    """Write one session block; returns (created, inserted, skipped)."""
+    sid = block.session_id
+    fields = block.fields
+    created = not uow.sessions.exists(sid)
+    if created:
+        parent = fields.get("parent_session_id")
+        if parent is not None and not uow.sessions.exists(parent):
+            raise _LineError(
+                block.line,
+                f"parent session {parent!r} does not exist; declare it earlier in the file",
+            )
+        started = fields.get("started_at")
+        if started is None and block.messages:
+            # The first message's time is a better start than the time of the import.
+            started = block.messages[0].get("timestamp")
+        uow.sessions.create(
+            fields.get("source") or "cli",
+            id=sid,
+            user_id=fields.get("user_id"),
+            model=fields.get("model"),
+            title=fields.get("title"),
+            parent_session_id=parent,
+            started_at=started,
+        )
+        if fields.get("ended_at") is not None:
+            uow.sessions.end(sid, fields.get("end_reason"), at=fields["ended_at"])
+        stored: set[str] = set()
+    else:
+        stored = uow.messages.uids(sid)
+    fresh = []
+    for message in block.messages:
+        uid = str(message["uid"])
+        if uid not in stored:
+            stored.add(uid)  # a uid repeated inside the file is the same message again
+            fresh.append(message)
+    uow.messages.append_many(sid, fresh)
+    return created, len(fresh), len(block.messages) - len(fresh)
+
+
+def _progress() -> Progress:
+    console = stderr_console()
+    return Progress(
+        TextColumn("[bold]importing"),
+        BarColumn(),
+        TaskProgressColumn(),
+        TextColumn("{task.fields[sessions]} sessions, {task.fields[messages]} messages"),
+        TimeElapsedColumn(),
+        console=console,
+        # Only for a person at a terminal: in a pipe or a log the bar would be noise
+        # around the one error line a script looks for.
+        disable=not console.is_terminal,
+        transient=True,
+    )
+
+
+def run_import(state: CliState, path: Path) -> ImportReport:
+    """Import ``path`` session by session; raises :class:`CliError` on the first bad line."""
+    report = ImportReport(file=str(path))
+    store = state.store
+
+    def commit(block: _Block) -> None:
+        try:
+            created, inserted, skipped = store.write(lambda uow: _write_block(uow, block))
+        except HermesRepoError as exc:
+            raise _LineError(block.line, f"session {block.session_id!r}: {exc}") from exc
+        if created:
+            report.sessions_created += 1
+        else:
+            report.sessions_reused += 1
+        report.messages_inserted += inserted
+        report.messages_skipped += skipped
+
+    block: _Block | None = None
+    try:
+        with path.open("rb") as fh, _progress() as progress:
+            task = progress.add_task("import", total=path.stat().st_size, sessions=0, messages=0)
+            for line, raw in enumerate(fh, 1):
+                progress.update(
+                    task,
+                    advance=len(raw),
+                    sessions=report.sessions,
+                    messages=report.messages_inserted,
+                )
+                obj = _decode(raw, line)
+                if obj is None:
+                    continue
+                if "session" in obj:
+                    if block is not None:
+                        commit(block)
+                        # Committed: a bad line from here on must not report it as lost.
+                        block = None
+                    block = _session_block(obj, line)
+                else:
+                    _add_message(block, obj, line)
+            if block is not None:
+                commit(block)
+    except _LineError as exc:
+        kept = report.sessions
+        lost = f"; session {block.session_id!r} was not imported" if block is not None else ""
+        raise CliError(
+            f"{path}:{exc.line}: {exc.cause}; fix that line and run the same import again "
+            f"({kept} session(s) before it were imported{lost}; a re-import skips what is "
+            "already stored)"
+        ) from exc
+    return report
+
+
+@click.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.pass_obj
+def import_command(state: CliState, file: Path, as_json: bool) -> None:
+    """Import sessions and messages from a JSON Lines FILE.
+
+    \b
+    Format (one JSON object a line; blank lines are ignored):
+      {"session": {"id": "s1", "source": "cli", "title": "..."}}
+      {"session_id": "s1", "message": {"role": "user", "content": "hi", "uid": "m1"}}
+    A message line follows its session's line. Session keys: id (required), source,
+    user_id, model, title, parent_session_id, started_at, ended_at, end_reason.
+
+    Each session is imported in its own unit of work. On a bad line (invalid JSON, a bad
+    role, an unknown session...) the import stops with `error: FILE:LINE: <cause>`:
+    the sessions before that line stay imported and the session the line belongs to is
+    not imported at all. Re-running the same file adds nothing twice: existing sessions
+    are reused and messages whose uid is already stored are skipped.
+
+    \b
+    Example:
+      hermes-repo import samples/sample_sessions.jsonl
+    """
+    report = run_import(state, file)
+    if as_json:
+        echo_json(report.as_dict())
+        return
+    click.echo(
+        f"imported {file}: {report.sessions} session(s) "
+        f"({report.sessions_created} new, {report.sessions_reused} existing), "
+        f"{report.messages_inserted} message(s) added, "
+        f"{report.messages_skipped} already stored"
+    )
+
+
+# -- export ---------------------------------------------------------------------------
+
+
+def _fence(text: str, lang: str = "") -> str:
+    """A fenced code block that survives backticks inside ``text``."""
+    longest = run = 0
+    for ch in text:
+        run = run + 1 if ch == "`" else 0
+        longest = max(longest, run)
+    ticks = "`" * max(3, longest + 1)
+    return f"{ticks}{lang}\n{text}\n{ticks}"
+
+
+def _markdown_content(content: Any) -> str:
+    if isinstance(content, list):
+        pieces = []
+        for part in content:
+            if isinstance(part, dict) and part.get("type") == "image_url":
+                image = part.get("image_url")
+                url = str(image.get("url") if isinstance(image, dict) else image)
+                if url.startswith("data:"):
+                    # An inline image would bury the transcript under base64.
+                    pieces.append(f"*[inline image, {len(url)} characters of data]*")
+                else:
+                    pieces.append(f"![image]({url})")
+            else:
+                pieces.append(content_text([part]))
+        return "\n\n".join(pieces)
+    return content_text(content)
+
+
+def render_markdown(info: dict[str, Any], messages: list[dict[str, Any]]) -> str:
+    """A readable transcript: a title, the session's details, one heading per message."""
+    out = [f"# {info['title'] or info['id']}", ""]
+    details = [f"- Session: `{info['id']}`", f"- Source: {info['source']}"]
+    if info["model"]:
+        details.append(f"- Model: {info['model']}")
+    details.append(f"- Started: {format_time(info['started_at'])}")
+    if info["ended_at"] is not None:
+        reason = f" ({info['end_reason']})" if info["end_reason"] else ""
+        details.append(f"- Ended: {format_time(info['ended_at'])}{reason}")
+    out += [*details, ""]
+    for message in messages:
+        role = str(message["role"])
+        heading = f"## {role.capitalize()}"
+        if role == "tool":
+            name = message.get("tool_name") or message.get("name")
+            if name:
+                heading += f" · {name}"
+        heading += f" · {format_time(message.get('timestamp'))}"
+        if message.get("display_only"):
+            heading += " · display only"
+        out += [heading, ""]
+        if message.get("reasoning"):
+            out += ["> " + line for line in str(message["reasoning"]).splitlines()] + [""]
+        text = _markdown_content(message.get("content"))
+        if role == "tool" and text:
+            out += [_fence(text), ""]
+        elif text:
+            out += [text, ""]
+        calls = message.get("tool_calls")
+        for call in calls if isinstance(calls, list) else []:
+            fn = call.get("function", {}) if isinstance(call, dict) else {}
+            args = fn.get("arguments", "")
+            try:
+                args = json.dumps(json.loads(args), ensure_ascii=False, indent=2)
+            except (TypeError, ValueError):
+                args = str(args)
+            out += [f"**Tool call** `{fn.get('name', '?')}`", "", _fence(args, "json"), ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+@contextmanager
+def _output_stream(output: Path | None) -> Iterator[IO[str]]:
+    """stdout, or ``output`` written atomically with mode 0600 (transcripts are private)."""
+    if output is None:
+        yield sys.stdout
+        return
+    tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        # Name the file the user asked for, not the temporary one beside it.
+        raise CliError(
+            f"cannot write {output}: {exc.strerror}; check that its folder exists and is writable"
+        ) from exc
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, output)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+@click.command("export")
+@click.argument("session_id", metavar="SID")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["jsonl", "markdown"]),
+    default="jsonl",
+    show_default=True,
+    help="jsonl: one message dict a line; markdown: a readable transcript.",
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write to this file (mode 0600) instead of stdout.",
+)
+@click.pass_obj
+def export_command(state: CliState, session_id: str, fmt: str, output: Path | None) -> None:
+    """Export one session's transcript as JSONL or Markdown.
+
+    The export is the replay: active messages in order (archived audit rows are left
+    out; see them with `sessions show --include-inactive`). JSONL has one message a
+    line, exactly as `StateStore.load_conversation` returns it (uid and timestamp
+    included). Markdown has a heading per message with its role and time, tool output
+    and tool-call arguments in code blocks, images as links.
+
+    \b
+    Example:
+      hermes-repo sessions export SID --format markdown -o transcript.md
+    """
+    store = state.store
+    with read_session(store) as session:
+        info = session_dict(SessionRepository(session).require(session_id))
+    messages = store.load_conversation(session_id).messages
+    with _output_stream(output) as fh:
+        if fmt == "jsonl":
+            for message in messages:
+                fh.write(dumps(message) + "\n")
+        else:
+            fh.write(render_markdown(info, messages))
+    if output is not None:
+        click.echo(f"exported {len(messages)} message(s) of {session_id} to {output}", err=True)

@@ -1,0 +1,179 @@
+"""`hermes-repo db upgrade|current|check` through the installed console script."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from hermes_repo import StateStore
+from hermes_repo.ops import migrate
+
+Cli = Callable[..., Any]
+FUTURE_REVISION = "9999_from_the_future"
+
+
+def sql(db: Path, statement: str) -> list[tuple[object, ...]]:
+    conn = sqlite3.connect(db)
+    try:
+        rows = conn.execute(statement).fetchall()
+        conn.commit()
+        return rows
+    finally:
+        conn.close()
+
+
+def revision_of(db: Path) -> str:
+    return str(sql(db, "SELECT version_num FROM alembic_version")[0][0])
+
+
+def assert_one_error_line(result: Any, *needles: str) -> str:
+    assert result.code == 1, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    lines = result.error_lines
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("error: ")
+    for needle in needles:
+        assert needle in lines[0]
+    return str(lines[0])
+
+
+def test_db_upgrade_builds_a_new_folder_at_head(tmp_path: Path, cli: Cli) -> None:
+    home = tmp_path / "fresh" / "home"
+
+    result = cli("--home", home, "db", "upgrade")
+
+    assert result.code == 0, result.stderr
+    assert revision_of(home / "state.db") == migrate.head_revision()
+    assert "backup" not in result.stdout  # nothing to back up in a new file
+    assert not list(home.glob("*.bak"))
+
+
+def test_db_upgrade_backs_up_an_existing_store_first_and_prints_where(
+    imported_home: Path,
+    cli: Cli,
+) -> None:
+    result = cli("--home", imported_home, "db", "upgrade")
+
+    assert result.code == 0, result.stderr
+    backups = list(imported_home.glob("state.db.pre-upgrade-*.bak"))
+    assert len(backups) == 1
+    assert str(backups[0]) in result.stdout
+    # A real, complete SQLite copy (backup API), not an empty placeholder.
+    assert sql(backups[0], "SELECT count(*) FROM messages") == [(50,)]
+    assert revision_of(imported_home / "state.db") == migrate.head_revision()
+
+
+def test_db_upgrade_run_twice_in_a_row_keeps_both_backups(home: Path, cli: Cli) -> None:
+    first = cli("--home", home, "db", "upgrade")
+    second = cli("--home", home, "db", "upgrade")
+
+    assert first.code == second.code == 0, (first.stderr, second.stderr)
+    assert len(list(home.glob("state.db.pre-upgrade-*.bak"))) == 2
+    assert "already at head" in second.stdout
+
+
+def test_db_current_reports_revision_head_and_sqlite_as_json(home: Path, cli: Cli) -> None:
+    result = cli("--home", home, "db", "current", "--json")
+
+    assert result.code == 0, result.stderr
+    info = json.loads(result.stdout)
+    assert info["revision"] == info["head"] == migrate.head_revision()
+    assert info["status"] == "at-head"
+    assert info["driver"] in ("pysqlite3", "stdlib")
+    assert info["sqlite_version"].count(".") == 2
+
+
+def test_db_current_in_human_form_names_the_sqlite_in_use(home: Path, cli: Cli) -> None:
+    result = cli("--home", home, "db", "current")
+
+    assert result.code == 0, result.stderr
+    assert f"revision: {migrate.head_revision()}" in result.stdout
+    assert "SQLite" in result.stdout and "WAL-reset fix" in result.stdout
+
+
+def test_db_current_on_a_missing_store_creates_nothing(tmp_path: Path, cli: Cli) -> None:
+    home = tmp_path / "absent"
+
+    result = cli("--home", home, "db", "current", "--json")
+
+    assert result.code == 0, result.stderr
+    assert json.loads(result.stdout)["status"] == "missing"
+    assert not home.exists()
+
+
+def test_db_check_passes_on_a_migrated_store(home: Path, cli: Cli) -> None:
+    result = cli("--home", home, "db", "check")
+
+    assert result.code == 0, result.stderr
+    assert "no drift" in result.stdout
+
+
+def test_db_check_fails_with_the_drift_when_the_schema_differs(home: Path, cli: Cli) -> None:
+    sql(home / "state.db", "ALTER TABLE sessions ADD COLUMN nickname TEXT")
+
+    result = cli("--home", home, "db", "check")
+
+    assert_one_error_line(result, "differs from the models")
+    assert "nickname" in result.stdout
+
+
+def test_db_check_on_a_missing_store_says_how_to_create_it(tmp_path: Path, cli: Cli) -> None:
+    result = cli("--home", tmp_path / "absent", "db", "check")
+
+    assert_one_error_line(result, "no store", "db upgrade")
+
+
+def test_a_store_ahead_of_the_code_is_refused_naming_the_cause(home: Path, cli: Cli) -> None:
+    sql(home / "state.db", f"UPDATE alembic_version SET version_num = '{FUTURE_REVISION}'")
+
+    listing = cli("--home", home, "sessions", "list")
+    upgrade = cli("--home", home, "db", "upgrade")
+    check = cli("--home", home, "db", "check")
+
+    for result in (listing, upgrade, check):
+        assert_one_error_line(result, FUTURE_REVISION, "upgrade the hermes_repo package")
+    assert not list(home.glob("*.bak"))  # refused before any backup or migration
+    assert revision_of(home / "state.db") == FUTURE_REVISION
+
+
+def test_db_upgrade_refuses_a_database_that_is_not_a_hermes_store(tmp_path: Path, cli: Cli) -> None:
+    home = tmp_path / "other"
+    home.mkdir()
+    sql(home / "state.db", "CREATE TABLE invoices (id INTEGER PRIMARY KEY)")
+
+    result = cli("--home", home, "db", "upgrade")
+
+    assert_one_error_line(result, "not a hermes_repo store")
+    assert sql(home / "state.db", "SELECT name FROM sqlite_master WHERE type='table'") == [
+        ("invoices",)
+    ]
+
+
+def test_home_defaults_to_the_hermes_home_variable(tmp_path: Path, cli: Cli) -> None:
+    home = tmp_path / "from-env"
+
+    result = cli("db", "upgrade", env={"HERMES_HOME": str(home)})
+
+    assert result.code == 0, result.stderr
+    with StateStore.open(home) as store:
+        assert store.health().at_head
+
+
+def test_a_damaged_database_file_fails_with_one_error_line_and_no_backup(
+    home: Path, cli: Cli
+) -> None:
+    db = home / "state.db"
+    data = bytearray(db.read_bytes())
+    data[:16] = b"not a database!!"  # the SQLite header magic
+    db.write_bytes(bytes(data))
+
+    listing = cli("--home", home, "sessions", "list")
+    upgrade = cli("--home", home, "db", "upgrade")
+
+    # The library also logs the quarantine; the CLI still prints only the error line.
+    assert_one_error_line(listing, "damaged", "sessions recover")
+    assert_one_error_line(upgrade, "damaged")
+    assert not list(home.glob("*.bak"))

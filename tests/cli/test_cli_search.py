@@ -1,0 +1,92 @@
+"""`hermes-repo search QUERY` through the installed console script."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from hermes_repo import StateStore
+
+Cli = Callable[..., Any]
+
+
+def test_search_table_marks_the_hit_in_each_snippet(shared_home: Path, cli: Cli) -> None:
+    result = cli("--home", shared_home, "search", "checkpoint")
+
+    assert result.code == 0, result.stderr
+    assert "sample-wal-locked" in result.stdout
+    # Without a colour terminal the markers stay: they are what shows the hit.
+    assert ">>>checkpoint<<<" in result.stdout
+
+
+def test_search_json_returns_the_library_hits(shared_home: Path, cli: Cli) -> None:
+    result = cli("--home", shared_home, "search", "BEGIN IMMEDIATE", "--json", "--limit", "2")
+
+    assert result.code == 0, result.stderr
+    hits = json.loads(result.stdout)
+    with StateStore.open(shared_home) as store:
+        expected = store.search("BEGIN IMMEDIATE", limit=2)
+    assert hits == [
+        {
+            "message_id": h.message_id,
+            "session_id": h.session_id,
+            "role": h.role,
+            "snippet": h.snippet,
+            "timestamp": h.timestamp,
+        }
+        for h in expected
+    ]
+    assert len(hits) == 2
+
+
+def test_search_finds_chinese_text(shared_home: Path, cli: Cli) -> None:
+    result = cli("--home", shared_home, "search", "伏见稻荷", "--json")
+
+    hits = json.loads(result.stdout)
+    assert hits and {h["session_id"] for h in hits} == {"sample-kyoto-trip"}
+    assert all(">>>" in h["snippet"] for h in hits)
+
+
+def test_search_filters_by_role_and_session(shared_home: Path, cli: Cli) -> None:
+    by_role = json.loads(
+        cli("--home", shared_home, "search", "WAL", "--role", "user", "--json").stdout
+    )
+    by_session = json.loads(
+        cli(
+            "--home",
+            shared_home,
+            "search",
+            "backup",
+            "--session",
+            "sample-dashboard-review",
+            "--json",
+        ).stdout
+    )
+
+    assert by_role and {h["role"] for h in by_role} == {"user"}
+    assert by_session and {h["session_id"] for h in by_session} == {"sample-dashboard-review"}
+
+
+def test_hostile_query_text_never_fails(shared_home: Path, cli: Cli) -> None:
+    for query in ['"unbalanced', "NEAR(a b", "*", "a OR", "%_\\", "-x:y^"]:
+        # `--` ends the options, as the help says, for queries that start with "-".
+        result = cli("--home", shared_home, "search", "--json", "--", query)
+
+        assert result.code == 0, (query, result.stderr)
+        assert isinstance(json.loads(result.stdout), list)
+
+
+def test_search_with_no_hit_says_so(shared_home: Path, cli: Cli) -> None:
+    result = cli("--home", shared_home, "search", "zeppelin")
+
+    assert result.code == 0
+    assert "no messages match 'zeppelin'" in result.stdout
+
+
+def test_an_unknown_role_is_a_usage_error(shared_home: Path, cli: Cli) -> None:
+    result = cli("--home", shared_home, "search", "x", "--role", "robot")
+
+    assert result.code == 2
+    assert "robot" in result.stderr

@@ -1,0 +1,104 @@
+"""`hermes-repo sessions repair [--check-only]` and `sessions show --repair`, run for real."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from hermes_repo import StateStore
+from tests.support.transcripts import EXPECTED_ARCHIVED, MALFORMED, seed
+
+Cli = Callable[..., Any]
+
+
+def seeded(home: Path) -> tuple[str, list[int], str]:
+    with StateStore.open(home) as store:
+        sid, ids = seed(store, MALFORMED)
+        users, _ = seed(store, [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
+    return sid, ids, users
+
+
+def digest(home: Path) -> list[str | None]:
+    out: list[str | None] = []
+    for name in ("state.db", "state.db-wal"):
+        p = home / name
+        out.append(hashlib.sha256(p.read_bytes()).hexdigest() if p.exists() else None)
+    return out
+
+
+def test_check_only_reports_violations_as_json_and_writes_nothing(home: Path, cli: Cli) -> None:
+    sid, _, users = seeded(home)
+    before = digest(home)
+    result = cli("--home", home, "sessions", "repair", "--check-only", "--json")
+    assert result.code == 0, result.stderr
+    assert digest(home) == before
+    report = json.loads(result.stdout)
+    assert report["ok"] is False
+    assert report["sessions_violating"] == 2 and report["rows_violating"] == 5
+    assert report["alternation"] == {"sessions": 2, "rows": 3}
+    assert report["tool_pairing"] == {"sessions": 1, "rows": 2}
+    assert {s["session_id"] for s in report["sessions"]} == {sid, users}
+
+
+def test_check_only_prints_a_table(home: Path, cli: Cli) -> None:
+    sid, _, users = seeded(home)
+    result = cli("--home", home, "sessions", "repair", "--check-only")
+    assert result.code == 0, result.stderr
+    assert "2 of 2 session(s) violate" in result.stdout
+    assert sid in result.stdout and users in result.stdout
+    assert "alternation (user, asst turns): 2 session(s), 3 row(s)" in result.stdout
+    assert "tool pairing (orphan, dup results): 1 session(s), 2 row(s)" in result.stdout
+
+
+def test_repair_fixes_every_violating_session_then_check_passes(home: Path, cli: Cli) -> None:
+    seeded(home)
+    result = cli("--home", home, "sessions", "repair", "--json")
+    assert result.code == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["sessions_repaired"] == 2
+    assert summary["repairs"] == len(EXPECTED_ARCHIVED) + 1
+    check = cli("--home", home, "sessions", "repair", "--check-only")
+    assert check.code == 0 and check.stdout.startswith("ok: 2 session(s)")
+    again = cli("--home", home, "sessions", "repair")
+    assert again.code == 0
+    assert "repaired 0 session(s): 0 row(s) archived" in again.stdout
+
+
+def test_show_repair_applies_and_reports_the_changes(home: Path, cli: Cli) -> None:
+    sid, ids, _ = seeded(home)
+    result = cli("--home", home, "sessions", "show", sid, "--repair", "--json")
+    assert result.code == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["repair"]["repairs"] == 4
+    assert out["repair"]["updated_ids"] == [ids[1], ids[4]]
+    assert out["session"]["message_count"] == 8  # counters read after the repair
+    assert len(out["messages"]) == 8
+
+    text = cli("--home", home, "sessions", "show", sid, "--repair")
+    assert text.code == 0, text.stderr
+    assert "repair: 0 row(s) archived, 0 row(s) updated" in text.stdout
+
+    audit = cli("--home", home, "sessions", "show", sid, "--include-inactive")
+    assert f"merge_user into #{ids[1]}" in audit.stdout
+
+
+def test_show_without_repair_writes_nothing(home: Path, cli: Cli) -> None:
+    sid, _, _ = seeded(home)
+    before = digest(home)
+    result = cli("--home", home, "sessions", "show", sid, "--json")
+    assert result.code == 0, result.stderr
+    assert len(json.loads(result.stdout)["messages"]) == len(MALFORMED)
+    assert digest(home) == before
+
+
+def test_show_repair_of_an_unknown_session_is_one_error_line(home: Path, cli: Cli) -> None:
+    seeded(home)
+    result = cli("--home", home, "sessions", "show", "no_such_session", "--repair")
+    assert result.code == 1
+    assert result.error_lines == [
+        "error: session 'no_such_session' does not exist; list sessions with "
+        "`hermes-repo sessions list`"
+    ]
