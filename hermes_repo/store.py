@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session
 
 from . import engine as engine_mod
 from . import fts, quarantine
@@ -123,9 +123,6 @@ class StateStore:
         self._fts_live = True
         self._engine: Engine | None = engine
         self._writer = engine.execution_options(**{WRITE_OPTION: True})
-        self._sessions: sessionmaker[Session] = sessionmaker(
-            bind=self._writer, expire_on_commit=False
-        )
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -246,7 +243,7 @@ class StateStore:
         """A write unit: ``with store.unit_of_work() as uow: ...; uow.commit()``."""
         self.engine  # noqa: B018 - raises StoreClosedError after close()
         self._guard.refuse()
-        return UnitOfWork(self._sessions)
+        return UnitOfWork(self._writer)
 
     @property
     def quarantined(self) -> bool:
@@ -274,7 +271,7 @@ class StateStore:
             # The marker, the trigger drops and the caller's whole unit commit together;
             # SQLite may already have rolled the failed transaction back, so the unit is
             # replayed from its start, never patched up.
-            fts.detach(uow.session.connection(), index=fts.index_named_in(damage), error=damage)
+            fts.detach(uow.connection, index=fts.index_named_in(damage), error=damage)
             return work(uow)
 
         log.warning(
@@ -314,7 +311,7 @@ class StateStore:
         damage = describe(exc.__cause__ or exc)  # the SQLite error (see write)
 
         def detach(uow: UnitOfWork) -> None:
-            fts.detach(uow.session.connection(), index=fts.index_named_in(damage), error=damage)
+            fts.detach(uow.connection, index=fts.index_named_in(damage), error=damage)
 
         log.warning(
             "full-text index damaged (%s): detaching it; search uses the fallback until "

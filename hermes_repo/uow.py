@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 from types import TracebackType
 from typing import Self
 
+from sqlalchemy import Engine
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session
 
 from .errors import translate
 from .repositories import MessageRepository, MetaRepository, SessionRepository
@@ -15,35 +18,50 @@ __all__ = ["UnitOfWork"]
 
 
 class UnitOfWork:
-    """Owns an ORM session and its transaction; repositories never commit.
+    """Owns a connection and its transaction; repositories never commit.
 
     ``with store.unit_of_work() as uow: ...; uow.commit()``. Leaving the block without
     ``commit()`` (or by an exception) rolls everything back. The transaction begins with
-    ``BEGIN IMMEDIATE``: the write lock is taken up front, so a unit never fails halfway
-    because a reader had to upgrade. Driver errors leave as :class:`HermesRepoError`
-    subclasses, chained to the SQLite error.
+    ``BEGIN IMMEDIATE`` at the first statement: the write lock is taken up front, so a
+    unit never fails halfway because a reader had to upgrade. Driver errors leave as
+    :class:`HermesRepoError` subclasses, chained to the SQLite error.
+
+    Repositories run Core statements on the unit's connection (the append path is hot:
+    an ORM session per message cost more than SQLite's own work). An ORM session joined
+    to the same transaction is made only when something asks for :attr:`session`.
     """
 
     sessions: SessionRepository
     messages: MessageRepository
     meta: MetaRepository
 
-    def __init__(self, session_factory: sessionmaker[Session]) -> None:
-        self._factory = session_factory
-        self._session: Session | None = None
+    def __init__(self, writer: Engine) -> None:
+        self._writer = writer
+        self._conn: Connection | None = None
+        self._orm: Session | None = None
+
+    @property
+    def connection(self) -> Connection:
+        """The unit's connection (its transaction is the unit's)."""
+        if self._conn is None:
+            raise RuntimeError("the unit of work is not active; use it in a `with` block")
+        return self._conn
 
     @property
     def session(self) -> Session:
-        """The ORM session of this unit (for queries the repositories do not offer)."""
-        if self._session is None:
-            raise RuntimeError("the unit of work is not active; use it in a `with` block")
-        return self._session
+        """An ORM session in the unit's transaction (for queries the repositories lack)."""
+        if self._orm is None:
+            self._orm = Session(bind=self.connection, expire_on_commit=False)
+        return self._orm
 
     def __enter__(self) -> Self:
-        self._session = self._factory()
-        self.sessions = SessionRepository(self._session)
-        self.messages = MessageRepository(self._session)
-        self.meta = MetaRepository(self._session)
+        try:
+            self._conn = self._writer.connect()
+        except DBAPIError as exc:
+            raise translate(exc, action="connect") from exc
+        self.sessions = SessionRepository(self._conn, orm=lambda: self.session)
+        self.messages = MessageRepository(self._conn)
+        self.meta = MetaRepository(self._conn)
         return self
 
     def __exit__(
@@ -52,26 +70,33 @@ class UnitOfWork:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        session, self._session = self._session, None
-        if session is not None:
-            try:
-                session.rollback()
-            except DBAPIError:
-                # SQLite may already have rolled back (FULL, IOERR, some FTS errors); the
-                # original error, not the failed ROLLBACK, is what the caller needs.
-                pass
-            finally:
-                session.close()
+        conn, self._conn = self._conn, None
+        orm, self._orm = self._orm, None
+        try:
+            if orm is not None:
+                orm.close()
+            if conn is not None:
+                # SQLite may already have rolled back (FULL, IOERR, some FTS errors);
+                # the original error, not the failed ROLLBACK, is what the caller needs.
+                with contextlib.suppress(DBAPIError):
+                    conn.rollback()
+        finally:
+            if conn is not None:
+                conn.close()
         if isinstance(exc, DBAPIError):
             raise translate(exc) from exc
 
     def commit(self) -> None:
         """Commit the unit's transaction."""
         try:
-            self.session.commit()
+            if self._orm is not None:
+                self._orm.flush()
+            self.connection.commit()
         except DBAPIError as exc:
             raise translate(exc, action="commit") from exc
 
     def rollback(self) -> None:
         """Discard everything done in this unit so far."""
-        self.session.rollback()
+        if self._orm is not None:
+            self._orm.expunge_all()
+        self.connection.rollback()

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import bindparam, func, insert, select, update
+from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 from ..codec import MESSAGE_COLUMNS, message_to_row, row_to_message, tool_call_count
@@ -18,6 +19,15 @@ _messages = messages_table
 _sessions = sessions_table
 _columns = [_messages.c[name] for name in MESSAGE_COLUMNS]
 _insert = insert(_messages)
+# Built once: constructing a statement per append cost more than executing it.
+_bump = (
+    update(_sessions)
+    .where(_sessions.c.id == bindparam("sid"))
+    .values(
+        message_count=_sessions.c.message_count + bindparam("n_messages"),
+        tool_call_count=_sessions.c.tool_call_count + bindparam("n_calls"),
+    )
+)
 
 
 class MessageRepository:
@@ -27,17 +37,12 @@ class MessageRepository:
     transaction, so a listing never disagrees with the transcript.
     """
 
-    def __init__(self, session: Session) -> None:
-        self._session = session
+    def __init__(self, db: Connection | Session) -> None:
+        self._session = db
 
     def _bump_counters(self, session_id: str, messages: int, tool_calls: int) -> None:
         result = self._session.execute(
-            update(_sessions)
-            .where(_sessions.c.id == session_id)
-            .values(
-                message_count=_sessions.c.message_count + messages,
-                tool_call_count=_sessions.c.tool_call_count + tool_calls,
-            )
+            _bump, {"sid": session_id, "n_messages": messages, "n_calls": tool_calls}
         )
         if result.rowcount == 0:  # type: ignore[attr-defined]
             raise NotFoundError(

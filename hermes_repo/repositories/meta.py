@@ -6,6 +6,7 @@ import time
 
 from sqlalchemy import delete, select
 from sqlalchemy.dialects.sqlite import insert
+from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 from ..models import state_meta_table
@@ -18,8 +19,8 @@ _meta = state_meta_table
 class MetaRepository:
     """Key/value markers (e.g. ``fts_stale``) inside the caller's transaction."""
 
-    def __init__(self, session: Session) -> None:
-        self._session = session
+    def __init__(self, db: Connection | Session) -> None:
+        self._session = db
 
     def get(self, key: str) -> str | None:
         row = self._session.execute(select(_meta.c.value).where(_meta.c.key == key)).first()

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from sqlalchemy import func, insert, select, update
+from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 from ..errors import IntegrityViolation, NotFoundError
@@ -17,10 +19,27 @@ _sessions = sessions_table
 
 
 class SessionRepository:
-    """Reads and writes ``sessions`` rows inside the caller's transaction."""
+    """Reads and writes ``sessions`` rows inside the caller's transaction.
 
-    def __init__(self, session: Session) -> None:
-        self._session = session
+    ``db`` runs the Core statements (a connection or an ORM session); the methods that
+    return mapped :class:`AgentSession` objects use ``orm`` (default: ``db`` itself when
+    it is an ORM session, else a session joined to the connection's transaction).
+    """
+
+    def __init__(self, db: Connection | Session, orm: Callable[[], Session] | None = None) -> None:
+        self._db = db
+        self._orm_factory = orm
+        self._orm_session: Session | None = db if isinstance(db, Session) else None
+
+    @property
+    def _session(self) -> Session:
+        if self._orm_session is None:
+            if self._orm_factory is not None:
+                self._orm_session = self._orm_factory()
+            else:
+                assert isinstance(self._db, Connection)
+                self._orm_session = Session(bind=self._db)
+        return self._orm_session
 
     def create(
         self,
@@ -37,7 +56,7 @@ class SessionRepository:
         sid = validate_session_id(id) if id is not None else new_session_id()
         if self.exists(sid):
             raise IntegrityViolation(f"session {sid!r} already exists")
-        self._session.execute(
+        self._db.execute(
             insert(_sessions).values(
                 id=sid,
                 source=source,
@@ -61,7 +80,7 @@ class SessionRepository:
 
     def exists(self, session_id: str) -> bool:
         stmt = select(_sessions.c.id).where(_sessions.c.id == session_id)
-        return self._session.execute(stmt).first() is not None
+        return self._db.execute(stmt).first() is not None
 
     def get(self, session_id: str) -> AgentSession | None:
         return self._session.get(AgentSession, session_id)
@@ -85,10 +104,10 @@ class SessionRepository:
         return list(self._session.scalars(stmt.limit(limit).offset(offset)))
 
     def count(self) -> int:
-        return int(self._session.execute(select(func.count()).select_from(_sessions)).scalar_one())
+        return int(self._db.execute(select(func.count()).select_from(_sessions)).scalar_one())
 
     def end(self, session_id: str, reason: str | None = None, *, at: float | None = None) -> None:
-        result = self._session.execute(
+        result = self._db.execute(
             update(_sessions)
             .where(_sessions.c.id == session_id)
             .values(ended_at=time.time() if at is None else at, end_reason=reason)

@@ -428,7 +428,7 @@ def reconcile_session(
     def work(uow: UnitOfWork) -> ReconcileResult:
         # Re-read and re-plan: the state may have moved (another process repaired or
         # extended the session), and what the lock now guards is what gets written.
-        current = _Snapshot.read(uow.session.connection(), session_id, with_ids)
-        return _write(uow.session.connection(), session_id, current, clock(), PATH_WRITE_UNIT)
+        current = _Snapshot.read(uow.connection, session_id, with_ids)
+        return _write(uow.connection, session_id, current, clock(), PATH_WRITE_UNIT)
 
     return store.write(work)

@@ -254,16 +254,12 @@ def _overlap_skip(uow: UnitOfWork, session_id: str, candidates: list[_Candidate]
     tail written partly with uids and partly without still lines up.
     """
     real = {c.uid for c in candidates if not c.derived}
-    tail = (
-        uow.session.connection()
-        .execute(
-            select(_m.c.uid, *_KEY_COLUMNS)
-            .where(_m.c.session_id == session_id)
-            .order_by(_m.c.id.desc())
-            .limit(len(candidates))
-        )
-        .all()
-    )
+    tail = uow.connection.execute(
+        select(_m.c.uid, *_KEY_COLUMNS)
+        .where(_m.c.session_id == session_id)
+        .order_by(_m.c.id.desc())
+        .limit(len(candidates))
+    ).all()
     stored_tokens: list[Key] = [
         ("uid", row[0]) if row[0] in real else ("key", tuple(row[1:])) for row in reversed(tail)
     ]
