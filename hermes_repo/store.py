@@ -12,8 +12,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from sqlalchemy import Engine, text
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.orm import Session
 
 from . import engine as engine_mod
 from . import fts, quarantine
@@ -327,9 +327,15 @@ class StateStore:
             uow.commit()
             return result
 
-    def _fts_is_live(self, session: Session) -> bool:
-        conn = session.connection()
-        cookie = int(conn.exec_driver_sql("PRAGMA schema_version").scalar_one())
+    def _fts_is_live(self, conn: Connection, *, raw: bool = False) -> bool:
+        if raw:
+            cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+            try:
+                cookie = int(cursor.execute("PRAGMA schema_version").fetchone()[0])
+            finally:
+                cursor.close()
+        else:
+            cookie = int(conn.exec_driver_sql("PRAGMA schema_version").scalar_one())
         if cookie != self._fts_seen_at:
             self._fts_live = fts.stale_marker(conn) is None and fts.present_triggers(conn) == set(
                 fts.TRIGGER_NAMES
@@ -395,10 +401,12 @@ class StateStore:
 
     # -- reads -----------------------------------------------------------------------
 
-    def _read(self, work: Callable[[Session], T]) -> T:
+    def _read(self, work: Callable[[Connection], T]) -> T:
+        # A plain connection, not an ORM session: reads are hot paths (search, load)
+        # and the session's bookkeeping cost more than the query.
         try:
-            with Session(bind=self.engine) as session, session.begin():
-                return work(session)
+            with self.engine.connect() as conn, conn.begin():
+                return work(conn)
         except DBAPIError as exc:
             raise translate(exc, action="read") from exc
 
@@ -451,9 +459,9 @@ class StateStore:
         canonical rows through an escaped LIKE scan, in the same shape.
         """
 
-        def run(session: Session, use_fts: bool | None = None) -> list[SearchHit]:
-            live = self._fts_is_live(session) if use_fts is None else use_fts
-            return SearchRepository(session.connection()).search(
+        def run(conn: Connection, use_fts: bool | None = None) -> list[SearchHit]:
+            live = self._fts_is_live(conn) if use_fts is None else use_fts
+            return SearchRepository(conn).search(
                 query,
                 limit=limit,
                 session_id=session_id,
@@ -462,6 +470,19 @@ class StateStore:
                 use_fts=live,
             )
 
+        try:
+            with self.engine.connect() as conn:
+                live = self._fts_is_live(conn, raw=True)
+                return SearchRepository(conn, raw=True).search(
+                    query,
+                    limit=limit,
+                    session_id=session_id,
+                    role=role,
+                    include_inactive=include_inactive,
+                    use_fts=live,
+                )
+        except self.driver.module.Error:
+            pass  # asked again below, where the engine events classify the error
         try:
             return self._read(run)
         except WriteFailedError as exc:
@@ -485,8 +506,7 @@ class StateStore:
     def health(self) -> StoreHealth:
         """A snapshot of the store's state; never writes."""
 
-        def probe(session: Session) -> tuple[str | None, str, dict[str, int]]:
-            conn = session.connection()
+        def probe(conn: Connection) -> tuple[str | None, str, dict[str, int]]:
             mode = str(conn.exec_driver_sql("PRAGMA journal_mode").scalar_one())
             counts = {
                 "sessions": int(conn.execute(text("SELECT count(*) FROM sessions")).scalar_one()),
@@ -505,7 +525,7 @@ class StateStore:
             notes.append(info.message())
         try:
             revision, mode, counts = self._read(probe)
-            stale = self._read(lambda s: fts.stale_marker(s.connection()))
+            stale = self._read(fts.stale_marker)
         except HermesRepoError as exc:
             # A damaged file may refuse even these reads; health still answers.
             revision, mode, counts, stale = None, "unknown", {}, None

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.engine import Connection
 
 from ..errors import NotFoundError
 from ..models import messages_table, sessions_table
@@ -166,8 +166,7 @@ def _calls(raw: str | None) -> Any:
         return None
 
 
-def _scan(session: Session) -> tuple[int, int, list[SessionViolations]]:
-    conn = session.connection()
+def _scan(conn: Connection) -> tuple[int, int, list[SessionViolations]]:
     sessions_checked = int(conn.execute(select(func.count()).select_from(_s)).scalar_one())
     # Only what violations() reads: decoding whole messages would cost far more.
     stmt = (
@@ -248,9 +247,7 @@ def repair_session(store: StateStore, session_id: str) -> SessionRepair:
     (and takes no write lock).
     """
     exists = store._read(
-        lambda s: (
-            s.connection().execute(select(_s.c.id).where(_s.c.id == session_id)).first() is not None
-        )
+        lambda s: s.execute(select(_s.c.id).where(_s.c.id == session_id)).first() is not None
     )
     if not exists:
         raise NotFoundError(

@@ -11,8 +11,10 @@ Routing:
 * words (no CJK): the unicode61 index. A common term can have 150k hits, and a bm25
   sort over all of them costs ~200 ms, so ranking is bounded: the candidates are the
   most recent :data:`CANDIDATE_CAP` matches (FTS5 yields them in rowid order for almost
-  nothing), ranked by bm25. A word query with no hit and terms of 3+ characters falls
-  back to substring search.
+  nothing), ranked by bm25. bm25 still reads every row of each term to weigh it, so a
+  query with a term of more than :data:`RANK_CUTOFF` hits (a cheap bounded count tells)
+  is not ranked at all: its results come newest first. A word query with no hit and
+  terms of 3+ characters falls back to substring search.
 * CJK text and substrings: the trigram index for terms of 3+ characters, most recent
   first; terms of 1-2 characters (which trigram cannot match) become escaped LIKE
   conditions, alone or on top of the trigram candidates.
@@ -32,6 +34,7 @@ from ..fts import text_projection
 __all__ = [
     "CANDIDATE_CAP",
     "MAX_QUERY_CHARS",
+    "RANK_CUTOFF",
     "SNIPPET_CLOSE",
     "SNIPPET_OPEN",
     "SearchHit",
@@ -42,6 +45,8 @@ __all__ = [
 ]
 
 CANDIDATE_CAP = 200
+# A term with more hits than this is not ranked: results come newest first.
+RANK_CUTOFF = 5000
 MAX_QUERY_CHARS = 1000
 SNIPPET_OPEN = ">>>"
 SNIPPET_CLOSE = "<<<"
@@ -113,11 +118,35 @@ def _like_snippet(content: str | None, terms: list[str]) -> str:
     return content[: 2 * _SNIPPET_CHARS]
 
 
-class SearchRepository:
-    """Runs searches on a connection (a read transaction is enough)."""
+_PROBE = (
+    "SELECT count(*) FROM (SELECT 1 FROM messages_fts WHERE messages_fts MATCH :phrase LIMIT :n)"
+)
 
-    def __init__(self, connection: Connection) -> None:
+
+class SearchRepository:
+    """Runs searches on a connection (a read transaction, or none: each query is one
+    consistent read on its own).
+
+    ``raw=True`` sends the same SQL straight to the driver's cursor: a selective search
+    costs ~0.1 ms in SQLite and SQLAlchemy's per-statement machinery would triple it.
+    Driver errors then surface unwrapped; the store answers them by running the search
+    again on the instrumented path, where the engine events classify them (FTS damage,
+    quarantine).
+    """
+
+    def __init__(self, connection: Connection, *, raw: bool = False) -> None:
         self._conn = connection
+        self._raw = raw
+
+    def _rows(self, sql: str, params: dict[str, Any]) -> list[Any]:
+        if not self._raw:
+            return list(self._conn.execute(text(sql), params))
+        cursor = self._conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        try:
+            cursor.execute(sql, params)
+            return list(cursor.fetchall())
+        finally:
+            cursor.close()
 
     def search(
         self,
@@ -164,23 +193,41 @@ class SearchRepository:
         return "".join(f" AND {c}" for c in clauses), params
 
     def _run(self, sql: str, params: dict[str, Any]) -> list[SearchHit]:
-        rows = self._conn.execute(text(sql), params)
+        rows = self._rows(sql, params)
         return [SearchHit(int(r[0]), r[1], r[2], r[3] or "", float(r[4])) for r in rows]
 
     def _words(self, terms: list[str], filters: str, params: dict[str, Any]) -> list[SearchHit]:
-        match = " ".join(fts_phrase(t) for t in terms if _has_word_char(t))
+        phrases = [fts_phrase(t) for t in terms if _has_word_char(t)]
+        params = {**params, "match": " ".join(phrases)}
+        snip = (
+            f"snippet(messages_fts, -1, '{SNIPPET_OPEN}', '{SNIPPET_CLOSE}', '…',"
+            f" {_SNIPPET_TOKENS})"
+        )
+        if any(self._more_hits_than(p, RANK_CUTOFF) for p in phrases):
+            # bm25 visits every row of every term before it scores one candidate: past
+            # a few thousand hits that alone costs milliseconds, so newest first.
+            sql = (
+                f"SELECT m.id, m.session_id, m.role, {snip}, m.timestamp"
+                " FROM messages_fts JOIN messages AS m ON m.id = messages_fts.rowid"
+                f" WHERE messages_fts MATCH :match{filters}"
+                " ORDER BY messages_fts.rowid DESC LIMIT :limit"
+            )
+            return self._run(sql, params)
         sql = (
             "SELECT c.id, c.session_id, c.role, c.snip, c.timestamp FROM ("
             " SELECT m.id AS id, m.session_id AS session_id, m.role AS role,"
-            " m.timestamp AS timestamp, bm25(messages_fts) AS score,"
-            f" snippet(messages_fts, -1, '{SNIPPET_OPEN}', '{SNIPPET_CLOSE}', '…',"
-            f" {_SNIPPET_TOKENS}) AS snip"
+            f" m.timestamp AS timestamp, bm25(messages_fts) AS score, {snip} AS snip"
             " FROM messages_fts JOIN messages AS m ON m.id = messages_fts.rowid"
             f" WHERE messages_fts MATCH :match{filters}"
             " ORDER BY messages_fts.rowid DESC LIMIT :cap"
             ") AS c ORDER BY c.score, c.id DESC LIMIT :limit"
         )
-        return self._run(sql, {**params, "match": match, "cap": CANDIDATE_CAP})
+        return self._run(sql, {**params, "cap": CANDIDATE_CAP})
+
+    def _more_hits_than(self, phrase: str, n: int) -> bool:
+        """Whether one term matches more than ``n`` rows (counting stops at n + 1)."""
+        found = self._rows(_PROBE, {"phrase": phrase, "n": n + 1})[0][0]
+        return int(found) > n
 
     def _trigram(
         self, long_terms: list[str], short: list[str], filters: str, params: dict[str, Any]
@@ -212,7 +259,7 @@ class SearchRepository:
             f" FROM messages AS m WHERE 1 = 1{filters}{likes}"
             " ORDER BY m.id DESC LIMIT :limit"
         )
-        rows = self._conn.execute(text(sql), params)
+        rows = self._rows(sql, params)
         return [
             SearchHit(int(r[0]), r[1], r[2], _like_snippet(r[3], terms), float(r[4])) for r in rows
         ]
