@@ -96,6 +96,7 @@ class HolderLock:
         self.db_path = db_path
         self.path = holders_path(db_path)
         self._fd: int | None = None
+        self._exclusive = False
 
     def acquire_shared(self) -> None:
         """Register as a holder; waits only while an exclusive operation runs."""
@@ -116,7 +117,16 @@ class HolderLock:
 
         A holder upgrades its own shared lock (so its own registration does not count as
         "another process"), and returns to shared afterwards.
+
+        Re-entrant: inside the block, ``exclusive()`` on the same object yields at once.
+        The explicit repair holds the store alone for its whole run and calls the guarded
+        FTS rebuild, which asks again; a second ``flock`` on a new descriptor would
+        conflict with our own lock and be refused as if another process held the store,
+        and a nested release would hand the store back in the middle of the repair.
         """
+        if self._exclusive:
+            yield
+            return
         own = self._fd is not None
         fd = self._fd if self._fd is not None else _open_lock_file(self.path)
         try:
@@ -127,9 +137,11 @@ class HolderLock:
                     # flock converts a lock by dropping it first: take the shared one back.
                     fcntl.flock(fd, fcntl.LOCK_SH)
                 raise StoreHeldError.naming(holder_pids(self.db_path)) from exc
+            self._exclusive = True
             try:
                 yield
             finally:
+                self._exclusive = False
                 fcntl.flock(fd, fcntl.LOCK_SH if own else fcntl.LOCK_UN)
         finally:
             if not own:

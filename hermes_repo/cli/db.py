@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from ..engine import Driver, create_store_engine, engine_driver
 from ..errors import translate
 from ..ops import migrate
 from ..ops.backup import timestamped_backup
+from ..ops.snapshots import SnapshotVerifyError, snapshot_before
 from ._output import CliError, echo_json
 
 if TYPE_CHECKING:
@@ -115,13 +117,16 @@ def db() -> None:
 @db.command("upgrade")
 @click.pass_obj
 def upgrade(state: CliState) -> None:
-    """Bring state.db to the newest schema, taking an online backup first.
+    """Bring state.db to the newest schema, taking a snapshot first.
 
     A missing or empty file is created at head. A file that already holds a schema is
-    first copied with SQLite's backup API (safe while agents write to it) to
-    state.db.pre-upgrade-<UTC time>.bak beside it, and the path is printed; then every
-    pending migration runs in one transaction, so a failure leaves the file as it was.
-    A file newer than this code, or one that is not a hermes_repo store, is refused.
+    first copied into a verified snapshot (label pre-upgrade, listed by `snapshot
+    list`; safe while agents write to the store) and its id is printed. If the file
+    fails integrity_check no snapshot can be verified, so an online backup
+    (state.db.pre-upgrade-<UTC time>.bak, SQLite's backup API) is taken instead and its
+    path printed. Then every pending migration runs in one transaction, so a failure
+    leaves the file as it was. A file newer than this code, or one that is not a
+    hermes_repo store, is refused.
 
     \b
     Example:
@@ -132,14 +137,41 @@ def upgrade(state: CliState) -> None:
         rev = _revision(engine, path)
         _refuse_unless_ours(rev)
         if rev.status != "empty":
-            backup = timestamped_backup(engine, path, "pre-upgrade")
-            click.echo(f"backup: {backup}")
+            _restore_point(engine, path, rev)
         if rev.status == "at-head":
             click.echo(f"{path} is already at head {rev.head}; nothing to migrate")
             return
         migrate.upgrade(engine)
         after = _revision(engine, path)
     click.echo(f"upgraded {path}: {rev.revision or 'empty'} -> {after.revision}")
+
+
+def _restore_point(engine: Engine, path: Path, rev: _Revision) -> None:
+    """A snapshot of the store before it is migrated; a raw backup when none can be made.
+
+    Other snapshot failures (no space, another snapshot running) stop the upgrade: it
+    must not go on without a way back.
+    """
+    try:
+        snap = snapshot_before(path.parent, "pre-upgrade")
+    except SnapshotVerifyError as exc:
+        # A damaged store gets no verified snapshot; the migration may still be what
+        # the operator needs, so the old restore point is kept for it.
+        click.echo(f"no snapshot: {' '.join(str(exc).split())}")
+        snap = None
+    if snap is None:
+        click.echo(f"backup: {timestamped_backup(engine, path, 'pre-upgrade')}")
+        return
+    restore = f"hermes-repo --home {shlex.quote(str(path.parent))} snapshot restore {snap.id}"
+    # Restore accepts only a snapshot at the running code's head: one taken behind head
+    # is restored by the hermes_repo version that wrote it.
+    by = (
+        "" if rev.status == "at-head" else f", run by the hermes_repo whose head is {snap.revision}"
+    )
+    click.echo(
+        f"snapshot: {snap.id} (label pre-upgrade, revision {snap.revision}); undo with "
+        f"`{restore}`{by}"
+    )
 
 
 @db.command("current")

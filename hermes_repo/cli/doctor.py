@@ -3,52 +3,107 @@
 The command never opens the store with :meth:`StateStore.open` (an open may rebuild
 the search index, which writes): it runs :func:`hermes_repo.ops.doctor.diagnose`, which
 reads through its own read-only connection, so it is safe while a gateway runs.
+``--fix`` is the exception: it runs :func:`hermes_repo.ops.repair.repair_store` (the
+same repair as ``sessions repair``), which refuses while another process holds the
+store, and then diagnoses again.
 """
 
 from __future__ import annotations
 
+import shlex
 from typing import TYPE_CHECKING
 
 import click
 from rich import box
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..ops.doctor import DoctorReport, diagnose
-from ._output import echo_json, stdout_console
+from ..ops.doctor import DoctorReport, Finding, diagnose
+from ..ops.repair import RepairReport, RepairStoreHeldError, repair_store
+from ._output import CliError, echo_json, stdout_console
 
 if TYPE_CHECKING:
     from . import CliState
 
-__all__ = ["doctor_command"]
+__all__ = ["doctor_command", "print_findings", "repair_failure_line"]
 
 _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow"}
 
 
 @click.command("doctor")
+@click.option(
+    "--fix",
+    is_flag=True,
+    help="Repair what can be repaired in place (as `sessions repair` does), then check "
+    "again. Refused while another process has the store open.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 @click.pass_obj
-def doctor_command(state: CliState, as_json: bool) -> None:
+def doctor_command(state: CliState, fix: bool, as_json: bool) -> None:
     """Check the store without writing to it; exit 1 when something needs fixing.
 
-    Reports the file and WAL sizes, the SQLite in use (and whether it has the WAL-reset
-    fix), the schema revision against this code, the canonical row counts, and the
-    full-text search state: the fts_stale marker, the six sync triggers and each
-    index's integrity. Every finding comes with the exact command that fixes it. Safe
-    to run while other processes use the store.
+    Reports the file header, the file and WAL sizes, the SQLite in use (and whether it
+    has the WAL-reset fix), the schema revision against this code, the canonical row
+    counts and a read-only quick_check of their tables, the full-text search state (the
+    fts_stale marker, the six sync triggers, each index's integrity), this process's
+    quarantine, pending, rejected and salvage spool files, snapshots, and the other
+    processes holding the store. Every finding comes with the exact command that fixes
+    it. Safe to run while other processes use the store.
+
+    --fix first refuses, naming the pids, if another process has the store open (stop
+    the gateway first); otherwise it runs the repair of `sessions repair` (backup,
+    snapshot, index rebuild, transcript repair, verification; a damaged file is left as
+    it is for `sessions recover`) and reports the store's health afterwards.
 
     \b
     Example:
       hermes-repo doctor
       hermes-repo --home ~/.hermes doctor --json
+      hermes-repo doctor --fix
     """
+    repaired: RepairReport | None = None
+    if fix:
+        try:
+            repaired = repair_store(state.home)
+        except RepairStoreHeldError as exc:
+            again = f"hermes-repo --home {shlex.quote(str(state.db_path.parent))} doctor --fix"
+            raise CliError(
+                f"doctor --fix refused: {exc.holders_text} the store open; nothing was "
+                f"changed. Stop every process using the store (e.g. the gateway), then run "
+                f"`{again}`"
+            ) from exc
     report = diagnose(state.home)
     if as_json:
-        echo_json(report.to_dict())
+        payload = report.to_dict()
+        if repaired is not None:
+            payload = {"repair": repaired.as_dict(), **payload}
+        echo_json(payload)
     else:
+        if repaired is not None:
+            _print_repair_outcome(repaired)
         _print_report(report)
+    if repaired is not None and not repaired.ok:
+        raise CliError(repair_failure_line(repaired))
     if not report.healthy:
         raise click.exceptions.Exit(1)
+
+
+def repair_failure_line(report: RepairReport) -> str:
+    """The one ``error:`` line of a repair that did not fix the store."""
+    steps = "; ".join(report.next_steps)
+    return f"{report.summary}. Next: {steps}" if steps else report.summary
+
+
+def _print_repair_outcome(repaired: RepairReport) -> None:
+    console = stdout_console()
+    if repaired.backup is not None:
+        console.print(Text(f"repair backup: {repaired.backup}"), soft_wrap=True)
+    if repaired.snapshot is not None:
+        console.print(Text(f"repair snapshot: {repaired.snapshot} (label pre-repair)"))
+    verdict = "repaired and verified" if repaired.ok else "repair did not fix the store"
+    console.print(Text(f"{verdict}: {repaired.summary}"), soft_wrap=True)
+    console.print(Text("health after the repair:", style="bold"))
 
 
 def _print_report(report: DoctorReport) -> None:
@@ -66,7 +121,12 @@ def _print_report(report: DoctorReport) -> None:
         console.print(Text("healthy: nothing to fix", style="green"))
         return
     console.print(Text(f"{len(report.findings)} finding(s):", style="bold"))
-    for finding in report.findings:
+    print_findings(console, report.findings)
+
+
+def print_findings(console: Console, findings: list[Finding]) -> None:
+    """Each finding as two lines: severity, code and summary; then its fix."""
+    for finding in findings:
         line = Text("  ")
         line.append(finding.severity, style=_SEVERITY_STYLE.get(finding.severity, ""))
         line.append(f" [{finding.code}] {finding.summary}")

@@ -1,4 +1,7 @@
-"""``hermes-repo sessions``: list sessions, show one transcript, check and repair them.
+"""``hermes-repo sessions``: list sessions, show one transcript, check and repair the store.
+
+``sessions repair`` is the operator's repair of the whole store (search index and
+transcripts); the work is :func:`hermes_repo.ops.repair.repair_store`.
 
 ``sessions`` is the click group other modules attach to (``export`` here from
 :mod:`.transfer`; ``recover`` later): import it as
@@ -21,16 +24,17 @@ from sqlalchemy.orm import Session
 
 from ..errors import translate
 from ..models import AgentSession
+from ..ops.repair import RepairReport, repair_store
 from ..ops.transcript_check import (
     ALTERNATION_RULES,
     TOOL_PAIRING_RULES,
-    check_transcripts,
+    TranscriptReport,
     repair_session,
-    repair_transcripts,
 )
 from ..repositories import SessionRepository
 from ..store import StateStore
-from ._output import echo_json, format_time, stdout_console
+from ._output import CliError, echo_json, format_time, stdout_console
+from .doctor import print_findings, repair_failure_line
 
 if TYPE_CHECKING:
     from . import CliState
@@ -269,49 +273,72 @@ def show(
 @click.option(
     "--check-only",
     is_flag=True,
-    help="Only report the sessions whose transcripts break an invariant; write nothing.",
+    help="Only report what a repair would fix (file, search index, transcripts); write nothing.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 @click.pass_obj
 def repair_command(state: CliState, check_only: bool, as_json: bool) -> None:
-    """Check, or repair, the transcripts of every session.
+    """Check, or repair, the store: its search index and every session's transcript.
 
-    The invariants: role alternation (no two user or two assistant turns in a row) and
-    tool pairing (each tool result answers one open call of the assistant turn before
-    it). --check-only counts the violating sessions and rows in one read transaction.
-    Without it, each violating session is repaired in its own transaction: merged turns
-    keep the first row's id, removed rows are archived (never deleted) with the reason.
+    Stop every process using the store first (e.g. the gateway): the repair refuses to
+    run while another process has it open. It then takes an online backup
+    (state.db.pre-repair-<UTC time>.bak, SQLite's backup API) and, when the file passes
+    integrity_check, a snapshot, then rebuilds a detached or damaged search index,
+    repairs the transcripts that break role alternation or tool pairing (merged turns
+    keep the first row's id, removed rows are archived, never deleted), and verifies:
+    integrity_check, the indexes' integrity-check, no fts_stale row, the six triggers,
+    and canonical row counts not lower than before. A file whose canonical tables are
+    damaged is not repaired in place: both it and the backup are kept and the command
+    exits 1 naming `sessions recover`. Any failure keeps both and exits 1.
+
+    --check-only reports the same diagnosis and the transcript violations without
+    writing anything (safe while the gateway runs).
 
     \b
     Example:
       hermes-repo sessions repair --check-only
       hermes-repo sessions repair --json
     """
-    if not check_only:
-        summary = repair_transcripts(state.store)
-        if as_json:
-            echo_json(summary.as_dict())
-            return
-        stdout_console().print(
-            Text(
-                f"repaired {summary.sessions_repaired} session(s): {summary.repairs} row(s) "
-                f"archived, {summary.rows_updated} row(s) updated"
-            )
-        )
-        return
-    report = check_transcripts(state.store)
+    report = repair_store(state.home, check_only=check_only)
     if as_json:
         echo_json(report.as_dict())
-        return
+    elif check_only:
+        _print_check(report)
+    else:
+        _print_repair(report)
+    if not check_only and not report.ok:
+        raise CliError(repair_failure_line(report))
+
+
+def _print_check(report: RepairReport) -> None:
     console = stdout_console()
-    if report.ok:
+    transcripts = report.transcript_check
+    if transcripts is not None and transcripts.ok:
         console.print(
             Text(
-                f"ok: {report.sessions_checked} session(s), {report.rows_checked} active "
-                "row(s), no violations"
+                f"ok: {transcripts.sessions_checked} session(s), {transcripts.rows_checked} "
+                "active row(s), no violations"
             )
         )
-        return
+    elif transcripts is not None:
+        _print_violations(transcripts)
+    for note in report.notes:  # e.g. why the transcripts could not be checked
+        console.print(Text(f"note: {note}"))
+    if report.findings:
+        console.print(Text(f"store: {len(report.findings)} finding(s):", style="bold"))
+        print_findings(console, report.findings)
+    else:
+        console.print(
+            Text("store: no findings (file header, canonical tables, search index, triggers)")
+        )
+    if not report.ok and report.next_steps:
+        console.print(Text(f"{report.summary}; next:"))
+        for step in report.next_steps:
+            console.print(Text(f"  {step}"), soft_wrap=True)
+
+
+def _print_violations(report: TranscriptReport) -> None:
+    console = stdout_console()
     table = Table(
         title=f"{report.sessions_violating} of {report.sessions_checked} session(s) violate",
         title_justify="left",
@@ -331,3 +358,36 @@ def repair_command(state: CliState, check_only: bool, as_json: bool) -> None:
     console.print(Text(f"alternation (user, asst turns): {alt_s} session(s), {alt_r} row(s)"))
     console.print(Text(f"tool pairing (orphan, dup results): {pair_s} session(s), {pair_r} row(s)"))
     console.print(Text("repair them with `hermes-repo sessions repair`"))
+
+
+def _print_repair(report: RepairReport) -> None:
+    console = stdout_console()
+    if report.backup is not None:
+        console.print(Text(f"backup: {report.backup}"), soft_wrap=True)
+    if report.snapshot is not None:
+        console.print(Text(f"snapshot: {report.snapshot} (label pre-repair)"))
+    for note in report.notes:
+        console.print(Text(f"note: {note}"), soft_wrap=True)
+    if report.damage == "structural":
+        return  # the error line says the rest
+    if report.rebuild is not None:
+        rebuild = report.rebuild
+        verdict = "rebuilt" if rebuild.ok else "NOT rebuilt"
+        console.print(Text(f"search index: {verdict} ({rebuild.reason}, {rebuild.seconds:.1f} s)"))
+    elif report.verification or report.transcripts is not None:
+        console.print(Text("search index: live and sound, nothing to rebuild"))
+    summary = report.transcripts
+    if summary is not None:
+        console.print(
+            Text(
+                f"repaired {summary.sessions_repaired} session(s): {summary.repairs} row(s) "
+                f"archived, {summary.rows_updated} row(s) updated"
+            )
+        )
+    for item in report.verification:
+        result = item.detail if item.ok else f"FAILED ({item.detail})"
+        console.print(Text(f"verify {item.name}: {result}"), soft_wrap=True)
+    if report.ok:
+        console.print(
+            Text(f"repaired and verified: {report.summary}", style="green"), soft_wrap=True
+        )

@@ -9,9 +9,25 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
-from ..engine import engine_driver
+from ..engine import Driver, create_store_engine, engine_driver
 
-__all__ = ["backup_to", "timestamped_backup"]
+__all__ = ["backup_to", "read_only_engine", "timestamped_backup"]
+
+
+def read_only_engine(db_path: Path, driver: Driver) -> Engine:
+    """An engine on an existing store whose connections are opened ``mode=ro``.
+
+    The source for a backup that must not write to the store it copies: a damaged file
+    (a read-write connection's close-time checkpoint can spread the damage), or a store
+    an operator asked to leave as it is. Built by :func:`create_store_engine` so the
+    store's connection hooks run; the ``creator`` only swaps in the read-only open.
+    """
+    uri = db_path.resolve().as_uri() + "?mode=ro"
+    return create_store_engine(
+        db_path,
+        driver=driver,
+        creator=lambda: driver.module.connect(uri, uri=True, check_same_thread=False),
+    )
 
 
 def backup_to(engine: Engine, dest: Path) -> Path:

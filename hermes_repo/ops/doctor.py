@@ -10,10 +10,13 @@ and ``-wal`` companions: if they are missing it creates them empty, as any reade
 The report is built by *checks*. Each check is a function that reads what it needs
 through a :class:`DoctorContext` and returns a :class:`CheckResult`: a section of facts
 (for people and for ``--json``) and the :class:`Finding` s it draws from them, each
-with the command that fixes it. :data:`CHECKS` lists them in report order; a new
-concern (file header, ``integrity_check``, quarantine, spool and salvage files,
-holders...) is one more function appended there. A check that fails to read is
-reported as a finding of its own, never as a crash of the doctor.
+with the command that fixes it. :data:`CHECKS` lists them in report order: the file
+header (NOTADB), the store's facts, a read-only ``quick_check`` of the canonical tables
+(which tells a damaged file, for ``sessions recover``, from a damaged index, for
+``sessions repair``), the full-text indexes, this process's quarantine, spool and
+salvage files, snapshots, and the other processes holding the store. A new concern is
+one more function appended there. A check that fails to read is reported as a finding
+of its own, never as a crash of the doctor.
 
 FTS integrity is checked with ``PRAGMA integrity_check(<index>)``, which works on a
 read-only connection from SQLite 3.45.1 on. FTS5's own ``'integrity-check'`` command is
@@ -25,10 +28,12 @@ the structure, averages and version records.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
 import shlex
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -36,10 +41,16 @@ from typing import Any, Literal, Protocol
 
 from .. import fts
 from ..engine import DB_NAME, Driver, db_path_for_home, select_driver
+from ..errors import ErrorKind, classify
+from ..holders import holder_pids
+from ..quarantine import quarantine_info
+from ..transcript import spool
 from . import migrate
 from .fts_rebuild import BACKUP_LABEL, MAX_AUTOMATIC_ATTEMPTS, REPAIR_COMMAND
+from .snapshots import list_snapshots, snapshots_dir
 
 __all__ = [
+    "CANONICAL_TABLES",
     "CHECKS",
     "Check",
     "CheckResult",
@@ -48,11 +59,24 @@ __all__ = [
     "Finding",
     "FtsIndexStatus",
     "FtsStatus",
+    "HeaderFacts",
+    "HolderFacts",
+    "QuarantineFacts",
+    "QuickCheckFacts",
     "Section",
+    "SnapshotFacts",
+    "SpoolFacts",
     "StoreFacts",
     "check_fts",
+    "check_header",
+    "check_holders",
+    "check_quarantine",
+    "check_quick_check",
+    "check_snapshots",
+    "check_spool",
     "check_store",
     "diagnose",
+    "recover_commands",
 ]
 
 Severity = Literal["error", "warning"]
@@ -63,6 +87,9 @@ FTS_READONLY_CHECK_VERSION = (3, 45, 1)
 _FTS_VERSIONS = ("4", "5")  # file-format versions FTS5 reads
 
 STOP_FIRST = "stop every process using the store (e.g. the gateway), then run"
+SQLITE_MAGIC = b"SQLite format 3\x00"
+#: The canonical tables: what ``quick_check`` decides on (damage elsewhere is derived).
+CANONICAL_TABLES = ("sessions", "messages", "state_meta")
 
 
 @dataclass(frozen=True)
@@ -119,11 +146,38 @@ class DoctorContext:
         self.db_path = home / DB_NAME
         self.driver = driver
         self._conn: Any = None
+        self._header: bytes | None = None
+        self._header_read = False
+        #: What the checks run so far found (a later check may depend on it: whether
+        #: the store's holders stand between the operator and a fix).
+        self.findings: list[Finding] = []
 
     @property
     def exists(self) -> bool:
         """True when there is a ``state.db`` to examine."""
         return self.db_path.is_file()
+
+    @property
+    def header(self) -> bytes | None:
+        """The first 100 bytes of ``state.db`` (fewer if it is shorter), None if unreadable."""
+        if not self._header_read:
+            self._header_read = True
+            try:
+                with open(self.db_path, "rb") as f:
+                    self._header = f.read(100)
+            except OSError:
+                self._header = None
+        return self._header
+
+    @property
+    def header_ok(self) -> bool:
+        """True unless ``state.db`` is there, not empty, and lacks the SQLite header.
+
+        Checks that read through SQLite skip a file that fails this: the header check
+        reports it, once, with the command that fixes it.
+        """
+        head = self.header
+        return not head or (head.startswith(SQLITE_MAGIC) and len(head) == 100)
 
     def _connection(self) -> Any:
         if self._conn is None:
@@ -288,6 +342,8 @@ def check_store(ctx: DoctorContext) -> CheckResult:
         )
         return CheckResult("store", facts, findings)
 
+    if not ctx.header_ok:
+        return CheckResult("store", facts, findings)  # check_header reports it
     try:
         tables = _read_store(ctx, facts)
     except DoctorReadError as exc:
@@ -478,8 +534,12 @@ def _ledger(ctx: DoctorContext) -> dict[str, Any]:
 
 def check_fts(ctx: DoctorContext) -> CheckResult:
     """The ``fts_stale`` marker, the six sync triggers, each index's integrity."""
-    if not ctx.exists or _file_size(ctx.db_path) == 0:
-        return CheckResult("fts", None)  # no store: check_store reports it
+    if not ctx.exists or _file_size(ctx.db_path) == 0 or not ctx.header_ok:
+        return CheckResult("fts", None)  # no store, or not a database: reported elsewhere
+    if any(f.code == "file-damaged" for f in ctx.findings):
+        # The index is derived from tables that are damaged themselves: its state says
+        # nothing more, and the salvage (`sessions recover`) builds a new one anyway.
+        return CheckResult("fts", None)
     tables = {r[0] for r in ctx.rows("SELECT name FROM sqlite_master WHERE type = 'table'")}
     if not {"messages", "state_meta"} <= tables:
         return CheckResult("fts", None)  # no schema: check_store reports it
@@ -559,13 +619,411 @@ def check_fts(ctx: DoctorContext) -> CheckResult:
     return CheckResult("fts", status, findings)
 
 
+# -- the file: header, quick_check --------------------------------------------------------
+
+
+def recover_commands(db_path: Path) -> tuple[str, str]:
+    """The two salvage commands for a store: inspect, then recover into a new file.
+
+    The new file goes to ``<home>/recovered/state.db``: ``sessions recover`` refuses an
+    existing path, and a ``state.db`` in a folder of its own opens with ``--home``.
+    """
+    source = shlex.quote(str(db_path))
+    output = shlex.quote(str(db_path.parent / "recovered" / DB_NAME))
+    return (
+        f"hermes-repo sessions recover --source {source} --inspect-only",
+        f"hermes-repo sessions recover --source {source} --output {output}",
+    )
+
+
+def _damaged_file_fix(ctx: DoctorContext) -> str:
+    inspect, output = recover_commands(ctx.db_path)
+    fix = f"{STOP_FIRST} `{inspect}`, then, if rows are recoverable, `{output}`"
+    newest = next((s for s in list_snapshots(ctx.home) if s.ok), None)
+    if newest is not None:
+        restore = ctx.command(f"hermes-repo snapshot restore {newest.id}")
+        fix += f"; or restore the newest snapshot ({newest.created_at}) with `{restore}`"
+    return fix
+
+
+@dataclass
+class HeaderFacts:
+    """The first bytes of ``state.db``: an SQLite database says ``SQLite format 3``."""
+
+    title = "file header"
+    ok: bool
+    magic: str  # the first 16 bytes, as text a person can read
+
+    def to_dict(self) -> dict[str, Any]:
+        """The facts as JSON-ready data."""
+        return asdict(self)
+
+    def rows(self) -> list[tuple[str, str]]:
+        """The facts as (label, value) lines for a person."""
+        verdict = "valid SQLite database" if self.ok else "NOT an SQLite database (NOTADB)"
+        return [("header", f"{verdict}: {self.magic}")]
+
+
+def check_header(ctx: DoctorContext) -> CheckResult:
+    """The SQLite header: without it SQLite answers NOTADB to every read."""
+    head = ctx.header
+    if not ctx.exists or not head:
+        return CheckResult("header", None)  # no store, or an empty one: check_store says so
+    magic = head[:16]
+    if ctx.header_ok:
+        magic = magic.rstrip(b"\0")  # the terminating NUL of "SQLite format 3\0"
+    facts = HeaderFacts(ok=ctx.header_ok, magic=repr(magic)[2:-1])
+    if facts.ok:
+        return CheckResult("header", facts)
+    finding = Finding(
+        "file-not-a-database",
+        "error",
+        f"{ctx.db_path} does not start with the SQLite header (its first bytes are "
+        f"{facts.magic}): "
+        "the file is damaged (SQLITE_NOTADB) and cannot be opened or repaired in place",
+        _damaged_file_fix(ctx),
+    )
+    return CheckResult("header", facts, [finding])
+
+
+@dataclass
+class QuickCheckFacts:
+    """``PRAGMA quick_check`` of each canonical table (read-only)."""
+
+    title = "canonical tables"
+    tables: dict[str, str]  # table -> "ok", the problems, or why it could not be checked
+
+    @property
+    def damaged(self) -> dict[str, str]:
+        """The tables that fail the check."""
+        return {t: r for t, r in self.tables.items() if r != "ok"}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The facts as JSON-ready data."""
+        return {"tables": dict(self.tables), "ok": not self.damaged}
+
+    def rows(self) -> list[tuple[str, str]]:
+        """The facts as (label, value) lines for a person."""
+        return [(f"quick_check({t})", r) for t, r in self.tables.items()]
+
+
+def check_quick_check(ctx: DoctorContext) -> CheckResult:
+    """``quick_check`` of ``sessions``, ``messages`` and ``state_meta``, read-only.
+
+    These decide between the two kinds of damage: a failing canonical table means the
+    file itself is damaged (salvage with ``sessions recover``; a rebuild would make it
+    worse), while damage confined to the FTS tables is the index's, which the repair
+    rebuilds. ``schema`` stands for the schema table, read first.
+    """
+    if not ctx.exists or _file_size(ctx.db_path) == 0 or not ctx.header_ok:
+        return CheckResult("quick_check", None)
+    facts = QuickCheckFacts(tables={})
+    try:
+        present = {r[0] for r in ctx.rows("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except DoctorReadError as exc:
+        if not _is_damage(exc):
+            raise
+        facts.tables["schema"] = str(exc)
+        present = set()
+    for table in CANONICAL_TABLES:
+        if table not in present:
+            continue  # no schema yet (check_store reports it), or the schema is unreadable
+        try:
+            result = [str(r[0]) for r in ctx.rows(f"PRAGMA quick_check({table})")]
+        except DoctorReadError as exc:
+            if not _is_damage(exc):
+                raise
+            facts.tables[table] = str(exc)
+        else:
+            facts.tables[table] = "ok" if result == ["ok"] else "; ".join(result[:3])
+    if not facts.damaged:
+        return CheckResult("quick_check", facts)
+    what = "; ".join(f"{t}: {r}" for t, r in facts.damaged.items())
+    finding = Finding(
+        "file-damaged",
+        "error",
+        f"the canonical tables fail quick_check ({what}): the file itself is damaged, "
+        "not only the search index, and a repair in place would make it worse",
+        _damaged_file_fix(ctx),
+    )
+    return CheckResult("quick_check", facts, [finding])
+
+
+def _is_damage(exc: DoctorReadError) -> bool:
+    """True when a read failed because the file is damaged (not locked, not missing)."""
+    cause = exc.__cause__
+    return cause is not None and classify(cause) is ErrorKind.CORRUPT
+
+
+# -- this process, other processes ------------------------------------------------------
+
+
+@dataclass
+class QuarantineFacts:
+    """Whether this process has quarantined the store (a damaged file met by a write)."""
+
+    title = "quarantine"
+    quarantined: bool
+    since: float | None = None
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The facts as JSON-ready data."""
+        return asdict(self)
+
+    def rows(self) -> list[tuple[str, str]]:
+        """The facts as (label, value) lines for a person."""
+        if not self.quarantined:
+            return [("this process", "not quarantined")]
+        return [("this process", f"QUARANTINED since {_when(self.since)}: {self.error}")]
+
+
+def check_quarantine(ctx: DoctorContext) -> CheckResult:
+    """The quarantine of this process: it refuses every write to the file until restart."""
+    info = quarantine_info(ctx.db_path)
+    if info is None:
+        return CheckResult("quarantine", QuarantineFacts(quarantined=False))
+    facts = QuarantineFacts(quarantined=True, since=info.since, error=info.error)
+    finding = Finding(
+        "quarantined",
+        "error",
+        f"this process quarantined {ctx.db_path} at {_when(info.since)} after {info.error}: "
+        "it writes nothing more to the file until it restarts on a repaired or recovered one",
+        _damaged_file_fix(ctx) + "; then restart this process",
+    )
+    return CheckResult("quarantine", facts, [finding])
+
+
+@dataclass
+class HolderFacts:
+    """The other processes that have the store open (registered holders)."""
+
+    title = "holders"
+    pids: list[int]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The facts as JSON-ready data."""
+        return asdict(self)
+
+    def rows(self) -> list[tuple[str, str]]:
+        """The facts as (label, value) lines for a person."""
+        if not self.pids:
+            return [("other processes", "none has the store open")]
+        return [("other processes", "pids " + ", ".join(str(p) for p in self.pids))]
+
+
+def check_holders(ctx: DoctorContext) -> CheckResult:
+    """Who else has the store open; a finding only when it stands in the way of a fix.
+
+    A running gateway holding the store is normal, not a fault. But every fix above
+    (repair, recover, restore) needs the store to itself, so when there is something to
+    fix, the processes to stop are named. Runs after the other checks for that reason.
+    """
+    if not ctx.exists:
+        return CheckResult("holders", None)
+    facts = HolderFacts(pids=list(holder_pids(ctx.db_path)))
+    if not facts.pids or not any(f.severity == "error" for f in ctx.findings):
+        return CheckResult("holders", facts)
+    listed = ", ".join(str(p) for p in facts.pids)
+    finding = Finding(
+        "store-held",
+        "warning",
+        f"process(es) {listed} have the store open: the fixes above refuse to run while they do",
+        "stop them first (e.g. the gateway), then run the fixes above",
+    )
+    return CheckResult("holders", facts, [finding])
+
+
+# -- files beside the store ---------------------------------------------------------------
+
+
+@dataclass
+class SpoolFacts:
+    """Transcript spool files in ``<home>/sessions``: pending, rejected, salvage."""
+
+    title = "spool files"
+    folder: str
+    pending_files: int = 0
+    pending_records: int = 0
+    oldest_pending_age_s: float | None = None
+    rejected_files: int = 0
+    rejected_lines: int = 0
+    salvage_files: int = 0
+    salvage_records: int = 0
+    unreadable: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The facts as JSON-ready data."""
+        return asdict(self)
+
+    def rows(self) -> list[tuple[str, str]]:
+        """The facts as (label, value) lines for a person."""
+        age = (
+            ""
+            if self.oldest_pending_age_s is None
+            else f", oldest {self.oldest_pending_age_s / 3600:.1f} h old"
+        )
+        out = [
+            ("pending", f"{self.pending_files} file(s), {self.pending_records} record(s){age}"),
+            ("rejected", f"{self.rejected_files} file(s), {self.rejected_lines} line(s)"),
+            ("salvage", f"{self.salvage_files} file(s), {self.salvage_records} record(s)"),
+        ]
+        if self.unreadable:
+            out.append(("unreadable", ", ".join(self.unreadable)))
+        return out
+
+
+def check_spool(ctx: DoctorContext) -> CheckResult:
+    """Pending (replayed later), rejected and salvage (never replayed) spool files."""
+    now = time.time()
+    folder = spool.sessions_dir(ctx.home)
+    try:
+        pending = spool.list_pending(ctx.home)
+        rejected = spool.list_pending(ctx.home, suffix=spool.REJECTED_SUFFIX)
+        salvage = spool.list_pending(ctx.home, suffix=spool.SALVAGE_SUFFIX)
+    except OSError as exc:  # e.g. `sessions` is a file: the folder cannot be listed
+        finding = Finding(
+            "spool-unreadable",
+            "warning",
+            f"the spool folder {folder} cannot be listed: {exc}",
+            f"make {folder} a folder (mode 0700) owned by the store's user",
+        )
+        return CheckResult("spool", SpoolFacts(folder=str(folder)), [finding])
+    ages = [a for f in pending if (a := f.age_s(now)) is not None]
+    facts = SpoolFacts(
+        folder=str(folder),
+        pending_files=len(pending),
+        pending_records=sum(f.records for f in pending),
+        oldest_pending_age_s=max(ages) if ages else None,
+        rejected_files=len(rejected),
+        rejected_lines=sum(f.records + f.bad_lines for f in rejected),
+        salvage_files=len(salvage),
+        salvage_records=sum(f.records for f in salvage),
+        unreadable=[f"{f.name}: {f.error}" for f in (*pending, *rejected, *salvage) if f.error],
+    )
+    listing = ctx.command("hermes-repo pending list")
+    findings: list[Finding] = []
+    if pending:
+        findings.append(
+            Finding(
+                "pending-transcripts",
+                "warning",
+                f"{facts.pending_files} spool file(s) in {folder} hold {facts.pending_records} "
+                "message(s) not yet in the database (the next open of the store replays them)",
+                f"run `{ctx.command('hermes-repo pending recover')}`",
+            )
+        )
+    if salvage:
+        names = ", ".join(f.name for f in salvage[:3]) + (", ..." if len(salvage) > 3 else "")
+        findings.append(
+            Finding(
+                "salvage-transcripts",
+                "error",
+                f"{facts.salvage_files} salvage file(s) in {folder} ({names}) hold "
+                f"{facts.salvage_records} message(s) written while the database file was "
+                "damaged; they are in no database and are never replayed by themselves",
+                "once the store is recovered or restored, append each <sid>.jsonl to "
+                f"<sid>.pending.jsonl in {folder}, delete it, and run "
+                f"`{ctx.command('hermes-repo pending recover')}` (already stored messages "
+                f"are skipped); `{listing}` shows them",
+            )
+        )
+    if rejected:
+        findings.append(
+            Finding(
+                "rejected-spool-lines",
+                "warning",
+                f"{facts.rejected_files} file(s) in {folder} keep {facts.rejected_lines} "
+                "spool line(s) that recovery could not use (torn or invalid), for inspection",
+                f"read them (`{listing}` names them) and delete each <sid>.rejected.jsonl "
+                "once nothing in it is needed",
+            )
+        )
+    if facts.unreadable:
+        findings.append(
+            Finding(
+                "spool-unreadable",
+                "warning",
+                f"spool file(s) could not be read: {'; '.join(facts.unreadable)}",
+                f"check the files' owner and mode in {folder} (they must be regular files)",
+            )
+        )
+    return CheckResult("spool", facts, findings)
+
+
+@dataclass
+class SnapshotFacts:
+    """Snapshots in ``<home>/state-snapshots``: how many, the newest, damaged ones."""
+
+    title = "snapshots"
+    count: int
+    newest_id: str | None = None
+    newest_created_at: str | None = None
+    newest_age_s: float | None = None
+    damaged: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The facts as JSON-ready data."""
+        return asdict(self)
+
+    def rows(self) -> list[tuple[str, str]]:
+        """The facts as (label, value) lines for a person."""
+        if self.newest_id is None:
+            newest = "none"
+        else:
+            age = "" if self.newest_age_s is None else f", {self.newest_age_s / 3600:.1f} h old"
+            newest = f"{self.newest_id} ({self.newest_created_at}{age})"
+        out = [("snapshots", str(self.count)), ("newest", newest)]
+        if self.damaged:
+            out.append(("damaged", ", ".join(self.damaged)))
+        return out
+
+
+def check_snapshots(ctx: DoctorContext) -> CheckResult:
+    """How many verified snapshots there are and how old the newest is; damaged ones."""
+    snaps = list_snapshots(ctx.home)
+    good = [s for s in snaps if s.ok]
+    facts = SnapshotFacts(
+        count=len(good), damaged=[f"{s.id}: {s.error}" for s in snaps if not s.ok]
+    )
+    if good:
+        newest = good[0]
+        facts.newest_id = newest.id
+        facts.newest_created_at = newest.created_at
+        if newest.created_at is not None:
+            with contextlib.suppress(ValueError):
+                made = dt.datetime.fromisoformat(newest.created_at).timestamp()
+                facts.newest_age_s = max(0.0, time.time() - made)
+    findings = []
+    if facts.damaged:
+        findings.append(
+            Finding(
+                "snapshot-damaged",
+                "warning",
+                f"{len(facts.damaged)} snapshot(s) cannot be restored: {'; '.join(facts.damaged)}",
+                f"see `{ctx.command('hermes-repo snapshot list')}`; delete the damaged "
+                f"snapshot's files from {snapshots_dir(ctx.home)} once nothing in them is needed",
+            )
+        )
+    return CheckResult("snapshots", facts, findings)
+
+
 # -- the report ------------------------------------------------------------------------
 
 Check = Callable[[DoctorContext], CheckResult]
 
-# Report order. File-health checks (header, integrity_check, quarantine, spool and
-# salvage files, holders) are added here as more functions of this shape.
-CHECKS: list[Check] = [check_store, check_fts]
+# Report order. The header comes first (a file that is not a database skips every SQL
+# read); holders come last (whether they matter depends on what the others found).
+CHECKS: list[Check] = [
+    check_header,
+    check_store,
+    check_quick_check,
+    check_fts,
+    check_quarantine,
+    check_spool,
+    check_snapshots,
+    check_holders,
+]
 
 
 @dataclass
@@ -643,6 +1101,7 @@ def diagnose(
             if result.section is not None:
                 report.sections[result.key] = result.section
             report.findings.extend(result.findings)
+            ctx.findings.extend(result.findings)
     finally:
         ctx.close()
     return report

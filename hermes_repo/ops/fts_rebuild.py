@@ -160,8 +160,14 @@ def guarded_rebuild(
     *,
     automatic: bool,
     force: bool = False,
+    backup: Path | None = None,
 ) -> RebuildOutcome:
-    """Rebuild the FTS indexes if the store is stale (or ``force``), under every guard."""
+    """Rebuild the FTS indexes if the store is stale (or ``force``), under every guard.
+
+    ``backup`` is a backup-API copy the caller has just taken of the store as it is now
+    (the explicit repair takes one before anything else); the rebuild then uses it as
+    its restore point instead of copying the whole store a second time.
+    """
     start = time.monotonic()
     if is_quarantined(db_path):
         return RebuildOutcome(
@@ -194,7 +200,7 @@ def guarded_rebuild(
         return RebuildOutcome(ran=False, ok=False, reason="another FTS rebuild is running")
     try:
         with holder.exclusive():
-            return _rebuild_alone(engine, db_path, ledger, start)
+            return _rebuild_alone(engine, db_path, ledger, start, backup)
     except StoreHeldError as exc:
         return RebuildOutcome(
             ran=False,
@@ -223,7 +229,11 @@ def guarded_rebuild(
 
 
 def _rebuild_alone(
-    engine: Engine, db_path: Path, ledger: dict[str, Any], start: float
+    engine: Engine,
+    db_path: Path,
+    ledger: dict[str, Any],
+    start: float,
+    taken: Path | None = None,
 ) -> RebuildOutcome:
     if not _canonical_ok(engine):
         return RebuildOutcome(
@@ -249,8 +259,11 @@ def _rebuild_alone(
     # Counted before the backup: a backup that fails at every open is an attempt too.
     ledger["attempts"] = int(ledger.get("attempts", 0)) + 1
     _write_ledger(db_path, ledger)
-    _prune_backups(db_path)
-    backup = timestamped_backup(engine, db_path, BACKUP_LABEL)
+    if taken is not None:
+        backup = taken
+    else:
+        _prune_backups(db_path)
+        backup = timestamped_backup(engine, db_path, BACKUP_LABEL)
     try:
         try:
             _recreate(engine)

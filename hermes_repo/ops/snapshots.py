@@ -52,7 +52,7 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 
-from ..engine import Driver, create_store_engine, db_path_for_home, select_driver
+from ..engine import Driver, db_path_for_home, select_driver
 from ..errors import (
     ErrorKind,
     HermesRepoError,
@@ -64,7 +64,7 @@ from ..errors import (
 from ..holders import HolderLock, StoreHeldError
 from ..quarantine import clear as clear_quarantine
 from . import migrate
-from .backup import backup_to
+from .backup import backup_to, read_only_engine
 
 __all__ = [
     "DEFAULT_KEEP",
@@ -556,18 +556,9 @@ def _list(folder: Path) -> list[Snapshot]:
 
 
 def _source_engine(db_path: Path, driver: Driver) -> Engine:
-    """An engine whose connections are read-only: copying never writes to the store.
-
-    Built by :func:`create_store_engine` so the store's connection hooks run; the
-    ``creator`` only swaps in a ``mode=ro`` open, which also keeps a damaged file from
-    being checkpointed into when the copy's connection closes.
-    """
-    uri = _ro_uri(db_path)
-    return create_store_engine(
-        db_path,
-        driver=driver,
-        creator=lambda: driver.module.connect(uri, uri=True, check_same_thread=False),
-    )
+    """An engine whose connections are read-only: copying never writes to the store,
+    and a damaged file is never checkpointed into when the copy's connection closes."""
+    return read_only_engine(db_path, driver)
 
 
 def _normal_label(label: str | None) -> str | None:

@@ -51,28 +51,65 @@ def test_db_upgrade_builds_a_new_folder_at_head(tmp_path: Path, cli: Cli) -> Non
     assert not list(home.glob("*.bak"))
 
 
-def test_db_upgrade_backs_up_an_existing_store_first_and_prints_where(
+def test_db_upgrade_snapshots_an_existing_store_first_and_prints_the_id(
     imported_home: Path,
     cli: Cli,
 ) -> None:
     result = cli("--home", imported_home, "db", "upgrade")
 
     assert result.code == 0, result.stderr
-    backups = list(imported_home.glob("state.db.pre-upgrade-*.bak"))
-    assert len(backups) == 1
-    assert str(backups[0]) in result.stdout
-    # A real, complete SQLite copy (backup API), not an empty placeholder.
-    assert sql(backups[0], "SELECT count(*) FROM messages") == [(50,)]
+    listed = cli("--home", imported_home, "snapshot", "list", "--json")
+    assert listed.code == 0, listed.stderr
+    [snap] = json.loads(listed.stdout)
+    assert snap["ok"] and snap["label"] == "pre-upgrade"
+    assert snap["revision"] == migrate.head_revision()
+    assert snap["counts"]["messages"] == 50  # a verified copy of the store, not a stub
+    assert f"snapshot: {snap['id']}" in result.stdout
+    assert f"snapshot restore {snap['id']}" in result.stdout  # how to undo
+    assert not list(imported_home.glob("*.bak"))  # the snapshot replaces the raw backup
     assert revision_of(imported_home / "state.db") == migrate.head_revision()
 
 
-def test_db_upgrade_run_twice_in_a_row_keeps_both_backups(home: Path, cli: Cli) -> None:
+def test_db_upgrade_run_twice_in_a_row_keeps_both_snapshots(home: Path, cli: Cli) -> None:
     first = cli("--home", home, "db", "upgrade")
     second = cli("--home", home, "db", "upgrade")
 
     assert first.code == second.code == 0, (first.stderr, second.stderr)
-    assert len(list(home.glob("state.db.pre-upgrade-*.bak"))) == 2
+    listed = json.loads(cli("--home", home, "snapshot", "list", "--json").stdout)
+    assert [s["label"] for s in listed] == ["pre-upgrade", "pre-upgrade"]
     assert "already at head" in second.stdout
+
+
+def test_db_upgrade_of_a_store_failing_integrity_check_keeps_a_raw_backup(
+    home: Path, cli: Cli
+) -> None:
+    # A snapshot must pass integrity_check, so a store that fails it gets the backup-API
+    # copy instead. The damage: an index whose entries no longer match its table (its
+    # definition edited behind SQLite's back), on a table of its own so the store opens.
+    db = home / "state.db"
+    sql(db, "CREATE TABLE scratch (x INTEGER PRIMARY KEY, y TEXT)")
+    sql(db, "CREATE INDEX ix_scratch ON scratch (y)")
+    sql(db, "INSERT INTO scratch (y) VALUES ('a'), ('b')")
+    conn = sqlite3.connect(db)
+    try:
+        conn.execute("PRAGMA writable_schema = ON")
+        # The index now claims to index another column: its entries no longer match.
+        conn.execute(
+            "UPDATE sqlite_master SET sql = 'CREATE INDEX ix_scratch ON scratch (x)' "
+            "WHERE name = 'ix_scratch'"
+        )
+        conn.commit()
+    finally:
+        conn.close()
+
+    result = cli("--home", home, "db", "upgrade")
+
+    assert result.code == 0, result.stderr
+    assert "no snapshot:" in result.stdout and "integrity_check" in result.stdout
+    [backup] = home.glob("state.db.pre-upgrade-*.bak")
+    assert f"backup: {backup}" in result.stdout
+    assert sql(backup, "SELECT count(*) FROM scratch") == [(2,)]
+    assert json.loads(cli("--home", home, "snapshot", "list", "--json").stdout) == []
 
 
 def test_db_current_reports_revision_head_and_sqlite_as_json(home: Path, cli: Cli) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from hermes_repo import StateStore
@@ -41,7 +42,11 @@ def test_detached_index_exits_one_and_prints_the_repair_command(home: Path, cli:
     )
     assert as_json.code == 1
     report = json.loads(as_json.stdout)
-    assert [f["code"] for f in report["findings"]] == ["fts-stale"]
+    # This test process holds the store: the doctor names it, since the repair needs
+    # it stopped (a holder alone, with nothing to fix, is no finding).
+    assert [f["code"] for f in report["findings"]] == ["fts-stale", "store-held"]
+    assert str(os.getpid()) in report["findings"][1]["summary"]
+    assert report["holders"]["pids"] == [os.getpid()]
     assert command in report["findings"][0]["fix"]
     assert report["fts"]["stale"] is True
     assert not any(report["fts"]["triggers"].values())

@@ -160,8 +160,10 @@ def test_other_process_notices_a_detached_index_and_a_rebuild_waits_for_it(
         digest = damage.file_digest(db)
         report = diagnose(seeded_home)
         assert damage.file_digest(db) == digest
-        assert [f.code for f in report.findings] == ["fts-stale"]
+        # ... and names B, which must stop before that fix can run.
+        assert [f.code for f in report.findings] == ["fts-stale", "store-held"]
         assert f"hermes-repo --home {seeded_home} sessions repair" in report.findings[0].fix
+        assert str(peer.pid) in report.findings[1].summary
 
         refused = _guarded_rebuild(db)
         assert not refused.ran and not refused.ok

@@ -13,8 +13,9 @@ what is on disk, not what a store object believes.
 
 from __future__ import annotations
 
+import json
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ from typing import Any
 from hermes_repo import StateStore, fts
 from hermes_repo.engine import select_driver
 from hermes_repo.fts import INDEXES, FtsIndex, text_projection
+from hermes_repo.ops.fts_rebuild import MAX_AUTOMATIC_ATTEMPTS
 from hermes_repo.repositories.search import CANDIDATE_CAP, fts_phrase, like_pattern
 from tests.support import damage
 
@@ -38,7 +40,9 @@ __all__ = [
     "canonical_like_ids",
     "copy_store",
     "corpus_message",
+    "detach_index",
     "fts_match_ids",
+    "give_up_rebuild",
     "like_search_ids",
     "read_state",
     "ro_connect",
@@ -153,6 +157,35 @@ def read_state(db_path: Path) -> DiskState:
         sessions=int(sessions),
         messages=int(messages),
     )
+
+
+def detach_index(home: Path, recipe: Callable[[Path], object]) -> None:
+    """Damage the index of the closed store with ``recipe(db)``, then write: the write
+    detaches the index (marker set, triggers dropped), as in a running gateway."""
+    recipe(home / "state.db")
+    with StateStore.open(home) as store:
+        store.append_message(SEED_SESSION, {"role": "user", "content": "written after the damage"})
+    assert read_state(home / "state.db").detached
+
+
+def give_up_rebuild(home: Path, recipe: Callable[[Path], object]) -> None:
+    """A detached index whose automatic rebuild gave up: the attempt ledger at its limit.
+
+    The ledger is what failed rebuilds at every start would have left; from now on an
+    open leaves the index detached, so only the explicit repair can rebuild it.
+    """
+    detach_index(home, recipe)
+    with ro_connect(home / "state.db") as con:
+        (raw,) = con.execute("SELECT value FROM state_meta WHERE key = 'fts_stale'").fetchone()
+    ledger = {
+        "since": json.loads(raw)["since"],
+        "attempts": MAX_AUTOMATIC_ATTEMPTS,
+        "last_error": "simulated: the disk was full at every start",
+    }
+    (home / "state.db.fts-rebuild.json").write_text(json.dumps(ledger))
+    with StateStore.open(home) as store:
+        assert store.last_rebuild is None  # not even tried
+    assert read_state(home / "state.db").detached
 
 
 def canonical_like_ids(con: Any, index: FtsIndex, term: str) -> set[int]:
