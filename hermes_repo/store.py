@@ -184,24 +184,23 @@ class StateStore:
 
     @staticmethod
     def _ensure_schema(engine: Engine, db_path: Path, *, upgrade: bool) -> None:
-        head = migrate.head_revision()
         try:
             with engine.connect() as conn:
-                current = migrate.current_revision(conn)
-                empty = current is None and migrate.is_empty(conn)
+                schema = migrate.schema_status(conn)
         except DBAPIError as exc:
             raise translate(exc, action=f"opening {db_path}") from exc
-        if current == head:
+        current, head = schema.revision, schema.head
+        if schema.status == "at-head":
             return
-        if empty:
+        if schema.status == "empty":
             migrate.upgrade(engine)
             return
-        if current is None:
+        if schema.status == "foreign":
             raise SchemaMismatchError(
                 f"{db_path} holds tables but no hermes_repo schema revision; it is not a "
                 "hermes_repo store. Point --home / HERMES_HOME at another folder"
             )
-        if current not in migrate.known_revisions():
+        if schema.status == "ahead":
             raise SchemaMismatchError(
                 f"{db_path} is at schema revision {current}, newer than this version of "
                 f"hermes_repo knows (head {head}); upgrade the hermes_repo package"
@@ -459,9 +458,9 @@ class StateStore:
         canonical rows through an escaped LIKE scan, in the same shape.
         """
 
-        def run(conn: Connection, use_fts: bool | None = None) -> list[SearchHit]:
-            live = self._fts_is_live(conn) if use_fts is None else use_fts
-            return SearchRepository(conn).search(
+        def run(conn: Connection, *, raw: bool, use_fts: bool | None = None) -> list[SearchHit]:
+            live = self._fts_is_live(conn, raw=raw) if use_fts is None else use_fts
+            return SearchRepository(conn, raw=raw).search(
                 query,
                 limit=limit,
                 session_id=session_id,
@@ -472,24 +471,16 @@ class StateStore:
 
         try:
             with self.engine.connect() as conn:
-                live = self._fts_is_live(conn, raw=True)
-                return SearchRepository(conn, raw=True).search(
-                    query,
-                    limit=limit,
-                    session_id=session_id,
-                    role=role,
-                    include_inactive=include_inactive,
-                    use_fts=live,
-                )
+                return run(conn, raw=True)
         except self.driver.module.Error:
             pass  # asked again below, where the engine events classify the error
         try:
-            return self._read(run)
+            return self._read(lambda conn: run(conn, raw=False))
         except WriteFailedError as exc:
             if not self._is_fts_damage(exc):
                 raise
             self._degrade(exc)
-            return self._read(lambda s: run(s, use_fts=False))
+            return self._read(lambda conn: run(conn, raw=False, use_fts=False))
 
     def _pending_health(self) -> dict[str, Any]:
         from .transcript.spool import list_pending

@@ -61,22 +61,12 @@ def _engine(db_path: Path) -> Iterator[Engine]:
 
 
 def _revision(engine: Engine, db_path: Path) -> _Revision:
-    head = migrate.head_revision()
     try:
         with engine.connect() as conn:
-            current = migrate.current_revision(conn)
-            empty = current is None and migrate.is_empty(conn)
+            schema = migrate.schema_status(conn)
     except DBAPIError as exc:
         raise translate(exc, action=f"reading the schema revision of {db_path}") from exc
-    if current is None:
-        status = "empty" if empty else "foreign"
-    elif current == head:
-        status = "at-head"
-    elif current in migrate.known_revisions():
-        status = "behind"
-    else:
-        status = "ahead"
-    return _Revision(db_path, current, head, status)
+    return _Revision(db_path, schema.revision, schema.head, schema.status)
 
 
 def _refuse_unless_ours(rev: _Revision) -> None:

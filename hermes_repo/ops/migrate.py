@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+from dataclasses import dataclass
 from pathlib import Path
 
 from alembic import command
@@ -18,6 +19,7 @@ from ..engine import WRITE_OPTION
 from ..errors import ConfigurationError
 
 __all__ = [
+    "SchemaStatus",
     "alembic_config",
     "check",
     "current_revision",
@@ -25,6 +27,7 @@ __all__ = [
     "is_empty",
     "known_revisions",
     "migrations_dir",
+    "schema_status",
     "upgrade",
 ]
 
@@ -71,6 +74,34 @@ def is_empty(connection: Connection) -> bool:
     """True for a file with no schema of ours or anyone's: new, zero bytes, or downgraded
     to base (only Alembic's empty version table is left)."""
     return not set(inspect(connection).get_table_names()) - {"alembic_version"}
+
+
+@dataclass(frozen=True)
+class SchemaStatus:
+    """Where a file stands against the migrations shipped with this code.
+
+    ``status`` is ``empty`` (no schema: build it), ``foreign`` (tables but no revision:
+    not ours), ``at-head``, ``behind`` (upgradable) or ``ahead`` (newer than this code:
+    never touched).
+    """
+
+    revision: str | None
+    head: str
+    status: str
+
+
+def schema_status(connection: Connection) -> SchemaStatus:
+    current = current_revision(connection)
+    head = head_revision()
+    if current is None:
+        status = "empty" if is_empty(connection) else "foreign"
+    elif current == head:
+        status = "at-head"
+    elif current in known_revisions():
+        status = "behind"
+    else:
+        status = "ahead"
+    return SchemaStatus(current, head, status)
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
