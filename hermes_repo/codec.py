@@ -18,6 +18,7 @@ from .models import ROLES
 
 __all__ = [
     "MESSAGE_COLUMNS",
+    "ROW_COLUMNS",
     "content_columns",
     "dumps",
     "message_to_row",
@@ -47,6 +48,27 @@ _RESERVED = frozenset(
         "archive_reason",
         "session_id",
     }
+)
+
+# The columns message_to_row fills, in INSERT order.
+ROW_COLUMNS = (
+    "session_id",
+    "uid",
+    "role",
+    "content",
+    "content_parts",
+    "content_text",
+    "tool_calls",
+    "tool_call_id",
+    "tool_name",
+    "timestamp",
+    "token_count",
+    "finish_reason",
+    "reasoning",
+    "reasoning_details",
+    "api_content",
+    "extra",
+    "display_only",
 )
 
 # Column order of SELECTs that feed row_to_message.

@@ -53,6 +53,7 @@ __all__ = [
     "QuarantineInfo",
     "canonical_tables_ok",
     "clear",
+    "enter",
     "install",
     "is_quarantined",
     "quarantine_info",
@@ -117,7 +118,8 @@ def clear(db_path: Path | str) -> None:
         _quarantined.pop(_key(db_path), None)
 
 
-def _enter(db_path: Path, error: str) -> QuarantineInfo:
+def enter(db_path: Path, error: str) -> QuarantineInfo:
+    """Quarantine ``db_path`` in this process (once; later calls return the first record)."""
     with _lock:
         info = _quarantined.get(_key(db_path))
         if info is None:
@@ -206,7 +208,7 @@ def install(engine: Engine, db_path: Path, driver: Driver) -> Guard:
         if isinstance(orig, StateDbCorruptError):
             return
         if structural_damage(orig, driver, db_path):
-            info = _enter(db_path, describe(orig))
+            info = enter(db_path, describe(orig))
             raise StateDbCorruptError(info.message()) from orig
 
     @event.listens_for(engine, "do_connect")

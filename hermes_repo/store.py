@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -17,6 +18,7 @@ from sqlalchemy.exc import DBAPIError
 
 from . import engine as engine_mod
 from . import fts, quarantine
+from .codec import message_to_row, tool_call_count
 from .engine import WRITE_OPTION, Driver, DriverName, create_store_engine, db_path_for_home
 from .errors import (
     ErrorKind,
@@ -25,6 +27,7 @@ from .errors import (
     StateDbCorruptError,
     StoreClosedError,
     WriteFailedError,
+    classify,
     describe,
     sqlite_code,
     translate,
@@ -33,6 +36,7 @@ from .holders import HolderLock
 from .ops import migrate
 from .ops.fts_rebuild import RebuildOutcome, guarded_rebuild
 from .repositories import MessageRepository, SearchHit, SearchRepository
+from .repositories.messages import BUMP_COUNTERS_SQL, INSERT_MESSAGE_SQL
 from .retry import (
     STORE_WRITE_BUDGET_S,
     TRANSCRIPT_WRITE_BUDGET_S,
@@ -249,15 +253,33 @@ class StateStore:
         """True once the file was found structurally damaged: writes are refused."""
         return self._guard.active
 
-    def write(self, work: Callable[[UnitOfWork], T], policy: RetryPolicy | None = None) -> T:
+    def write(
+        self,
+        work: Callable[[UnitOfWork], T],
+        policy: RetryPolicy | None = None,
+        *,
+        first_try: Callable[[], T | None] | None = None,
+    ) -> T:
         """Run ``work`` in a unit of work and commit; the whole unit is replayed on
         transient errors (locked, busy, read-only) within ``policy``'s time budget
-        (default: the store's, see :meth:`open`)."""
+        (default: the store's, see :meth:`open`).
+
+        ``first_try`` (internal) is a cheaper way to do the same unit, tried once first
+        inside the same budget; it returns None to hand over to ``work``.
+        """
         if policy is None:
             policy = self.write_policy
+        pending_first = [first_try] if first_try is not None else []
+
+        def attempt() -> T:
+            if pending_first:
+                result = pending_first.pop()()
+                if result is not None:
+                    return result
+            return self._once(work)
 
         try:
-            return run_with_retry(lambda: self._once(work), policy)
+            return run_with_retry(attempt, policy)
         except WriteFailedError as exc:
             if not self._is_fts_damage(exc):
                 raise
@@ -394,9 +416,66 @@ class StateStore:
                 f"; {'; '.join(report.errors)}" if report.errors else "",
             )
 
-    def append_message(self, session_id: str, message: Mapping[str, Any]) -> int:
-        """Append one message in its own transaction (retried); returns the row id."""
-        return self.write(lambda uow: uow.messages.append(session_id, message))
+    def append_message(
+        self,
+        session_id: str,
+        message: Mapping[str, Any],
+        *,
+        policy: RetryPolicy | None = None,
+    ) -> int:
+        """Append one message in its own transaction (retried); returns the row id.
+
+        The common case runs the unit's four statements (BEGIN IMMEDIATE, the counters
+        UPDATE, the INSERT, COMMIT) straight on the driver: through SQLAlchemy they cost
+        more than SQLite's own work. Anything unusual leaves that path at once, rolled
+        back: a structural error quarantines the file exactly as the engine events do
+        (the write is not retried); a lock is retried within the same budget; any
+        other error (FTS damage, a constraint, a full disk) hands the same row to
+        :meth:`write`'s instrumented path, which degrades the index or translates.
+        """
+        row = message_to_row(session_id, message)
+        calls = tool_call_count(message)
+        self._guard.refuse()
+
+        def on_driver() -> int | None:
+            try:
+                return self._append_on_driver(row, calls)
+            except self.driver.module.Error as exc:
+                if quarantine.structural_damage(exc, self.driver, self.path):
+                    info = quarantine.enter(self.path, describe(exc))
+                    raise StateDbCorruptError(info.message()) from exc
+                if classify(exc) is ErrorKind.TRANSIENT:
+                    raise translate(exc) from exc  # retried, on the same budget clock
+                return None  # FTS damage and the rest: the instrumented path decides
+
+        return self.write(
+            lambda uow: uow.messages.append_row(row, calls), policy, first_try=on_driver
+        )
+
+    def _append_on_driver(self, row: dict[str, Any], calls: int) -> int | None:
+        """One append on the driver's cursor; None when the session row is missing."""
+        with self.engine.connect() as conn:
+            dbapi = conn.connection.dbapi_connection
+            assert dbapi is not None
+            cursor = dbapi.cursor()
+            try:
+                cursor.execute("BEGIN IMMEDIATE")
+                try:
+                    cursor.execute(BUMP_COUNTERS_SQL, (1, calls, row["session_id"]))
+                    if cursor.rowcount != 1:
+                        cursor.execute("ROLLBACK")
+                        return None  # write() raises the NotFoundError with its advice
+                    cursor.execute(INSERT_MESSAGE_SQL, row)
+                    rowid = int(cursor.lastrowid)
+                    cursor.execute("COMMIT")
+                except BaseException:
+                    if dbapi.in_transaction:
+                        with contextlib.suppress(self.driver.module.Error):
+                            cursor.execute("ROLLBACK")
+                    raise
+            finally:
+                cursor.close()
+        return rowid
 
     # -- reads -----------------------------------------------------------------------
 

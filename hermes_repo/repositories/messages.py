@@ -9,16 +9,31 @@ from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
-from ..codec import MESSAGE_COLUMNS, message_to_row, row_to_message, tool_call_count
+from ..codec import (
+    MESSAGE_COLUMNS,
+    ROW_COLUMNS,
+    message_to_row,
+    row_to_message,
+    tool_call_count,
+)
 from ..errors import NotFoundError
 from ..models import messages_table, sessions_table
 
-__all__ = ["MessageRepository"]
+__all__ = ["BUMP_COUNTERS_SQL", "INSERT_MESSAGE_SQL", "MessageRepository"]
 
 _messages = messages_table
 _sessions = sessions_table
 _columns = [_messages.c[name] for name in MESSAGE_COLUMNS]
 _insert = insert(_messages)
+# The same two statements as text, for the store's driver-level append path.
+BUMP_COUNTERS_SQL = (
+    "UPDATE sessions SET message_count = message_count + ?, "
+    "tool_call_count = tool_call_count + ? WHERE id = ?"
+)
+INSERT_MESSAGE_SQL = (
+    f"INSERT INTO messages ({', '.join(ROW_COLUMNS)}) "
+    f"VALUES ({', '.join(':' + c for c in ROW_COLUMNS)})"
+)
 # Built once: constructing a statement per append cost more than executing it.
 _bump = (
     update(_sessions)
@@ -52,8 +67,11 @@ class MessageRepository:
 
     def append(self, session_id: str, message: Mapping[str, Any]) -> int:
         """Insert one message at the end of the session; returns its row id."""
-        row = message_to_row(session_id, message)
-        self._bump_counters(session_id, 1, tool_call_count(message))
+        return self.append_row(message_to_row(session_id, message), tool_call_count(message))
+
+    def append_row(self, row: Mapping[str, Any], tool_calls: int) -> int:
+        """Insert a row made by :func:`codec.message_to_row`; returns its row id."""
+        self._bump_counters(row["session_id"], 1, tool_calls)
         result = self._session.execute(_insert, row)
         return int(result.inserted_primary_key[0])  # type: ignore[attr-defined]
 

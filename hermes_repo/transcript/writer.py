@@ -265,17 +265,16 @@ class TranscriptWriter:
     def _write_one(self, store: StateStore, message: dict[str, Any]) -> None:
         sid = self.session_id
 
-        def work(uow: UnitOfWork) -> int:
-            try:
-                return uow.messages.append(sid, message)
-            except NotFoundError:
-                # First message of a new session: the counters UPDATE matched no row,
-                # nothing was written; create the session and append in the same unit.
-                uow.sessions.ensure(sid, source=self.source, started_at=message["timestamp"])
-                return uow.messages.append(sid, message)
+        def first_message(uow: UnitOfWork) -> int:
+            # The session row is missing: create it and append in one unit.
+            uow.sessions.ensure(sid, source=self.source, started_at=message["timestamp"])
+            return uow.messages.append(sid, message)
 
         try:
-            store.write(work, self.policy)
+            try:
+                store.append_message(sid, message, policy=self.policy)
+            except NotFoundError:
+                store.write(first_message, self.policy)
         except IntegrityViolation:
             # The uid is already stored (another process recovered our spool file
             # first): the message is durable, which is all a flush promises.

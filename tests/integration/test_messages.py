@@ -142,3 +142,12 @@ def test_sessions_list_most_recent_first(store: StateStore) -> None:
     with store.unit_of_work() as uow:
         assert [s.id for s in uow.sessions.list()] == [new, old]
         assert uow.sessions.count() == 2
+
+
+def test_driver_level_insert_names_every_column_the_codec_fills() -> None:
+    from hermes_repo.codec import ROW_COLUMNS, message_to_row
+    from hermes_repo.repositories.messages import INSERT_MESSAGE_SQL
+
+    row = message_to_row("s", {"role": "user", "content": "x"})
+    assert tuple(row) == ROW_COLUMNS
+    assert all(f":{column}" in INSERT_MESSAGE_SQL for column in row)
