@@ -1,4 +1,8 @@
-"""Many processes at once: nothing lost, nothing doubled, the indexes consistent."""
+"""Many processes at once: nothing lost, nothing doubled, the indexes consistent.
+
+``HERMES_CONCURRENCY_MESSAGES`` (default 60) sets the messages per writer;
+``HERMES_FAULT_SUMMARY=<file>`` records the run's counts there as JSON (docs/reliability.md).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from pathlib import Path
 from sqlalchemy import text
 
 from hermes_repo import StateStore
+from tests.support.summary import record
 
 ROOT = Path(__file__).resolve().parents[2]
 PER_WRITER = int(os.environ.get("HERMES_CONCURRENCY_MESSAGES", "60"))
@@ -49,6 +54,18 @@ def test_six_writers_and_a_reader_lose_and_double_nothing(home: Path, tmp_path: 
 
     with StateStore.open(home) as store, store.engine.connect() as conn:
         rows = conn.execute(text("SELECT uid, session_id FROM messages")).all()
+        stored = {r.uid for r in rows}
+        record(
+            "concurrency",
+            iterations=1,
+            writers=len(plan),
+            messages_per_writer=PER_WRITER,
+            reader_searches=int(out.split("SEARCHES ")[-1].split()[0]),
+            reported_durable=len(reported),
+            checked=len(rows),
+            lost=len(reported.keys() - stored),
+            duplicated=len(rows) - len(stored),
+        )
         assert sorted(r.uid for r in rows) == sorted(reported)  # exactly once each
         assert {r.uid: r.session_id for r in rows} == reported
         shared = store.load_conversation("shared").messages

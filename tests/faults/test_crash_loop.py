@@ -18,7 +18,8 @@ to the next child's ``StateStore.open``, in the database or a spool file). The n
 child's open then recovers under the same faults, so recovery itself gets crashed too.
 A final recovery must leave every reported uid stored exactly once.
 
-``HERMES_CRASH_ITERATIONS`` (default 25) sets the number of iterations for a soak run.
+``HERMES_CRASH_ITERATIONS`` (default 25) sets the number of iterations for a soak run;
+``HERMES_FAULT_SUMMARY=<file>`` records the run's counts there as JSON (docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from hermes_repo import HermesRepoError, StateStore, TranscriptWriter
 from hermes_repo.transcript import spool
 from tests.support.faultinject import FaultInjector, under
 from tests.support.spooling import MODULE, check_store, pending_files
+from tests.support.summary import record, stored_counts
 
 ITERATIONS = int(os.environ.get("HERMES_CRASH_ITERATIONS", "25"))
 MODES = ("kill", "torn", "sigkill", "enospc", "eio")
@@ -207,6 +209,21 @@ def test_crash_loop(home: Path) -> None:
         report = store.last_recovery
         assert report is not None and not report.errors
     stored_uids = check_store(home)
+    durable = committed | spooled
+    rows, distinct = stored_counts(home)
+    record(
+        "crash_loop",
+        iterations=ITERATIONS,
+        modes=modes_seen,
+        store_checks=ITERATIONS + 1,
+        reported_committed=len(committed),
+        reported_spooled=len(spooled),
+        reported_durable=len(durable),
+        stored_rows=rows,
+        checked=len(durable & stored_uids.keys()),
+        lost=len(durable - stored_uids.keys()),
+        duplicated=rows - distinct,
+    )
     assert pending_files(home) == []
-    assert (committed | spooled) <= stored_uids.keys()
+    assert durable <= stored_uids.keys()
     assert committed and spooled  # both paths were exercised
