@@ -165,7 +165,14 @@ class StateStore:
             # (restore, repair) that starts now must see us. The rebuild below upgrades
             # this registration and succeeds only if no other process holds the store.
             holder.acquire_shared()
-            cls._ensure_schema(engine, db_path, upgrade=upgrade)
+            # Another process may hold the write lock right now (a rollback journal
+            # blocks readers too): the schema check is retried like any unit.
+            run_with_retry(
+                lambda: cls._ensure_schema(engine, db_path, upgrade=upgrade),
+                RetryPolicy(
+                    budget_s=STORE_WRITE_BUDGET_S if write_budget_s is None else write_budget_s
+                ),
+            )
             outcome = guarded_rebuild(engine, db_path, holder, automatic=True)
             if not outcome.ok:
                 log.warning("full-text index is detached: %s", outcome.reason)

@@ -144,3 +144,24 @@ def test_zero_byte_state_db_is_built_at_head(tmp_path: Path) -> None:
     os.close(fd)
     with StateStore.open(home) as store:
         assert store.health().at_head
+
+
+def test_open_waits_out_a_writer_that_blocks_readers(tmp_path: Path) -> None:
+    # In rollback-journal mode (the protection on a SQLite without the WAL-reset fix) an
+    # exclusive writer blocks readers too: the open's schema check must retry, not fail.
+    import sqlite3
+    import threading
+
+    home = tmp_path / "home"
+    StateStore.open(home, driver="stdlib").close()
+    holder = sqlite3.connect(str(home / "state.db"), isolation_level=None, check_same_thread=False)
+    holder.execute("PRAGMA journal_mode = DELETE")
+    holder.execute("BEGIN EXCLUSIVE")
+    release = threading.Timer(1.5, lambda: holder.execute("ROLLBACK"))
+    release.start()
+    try:
+        with StateStore.open(home, driver="stdlib") as store:
+            assert store.health().at_head
+    finally:
+        release.join()
+        holder.close()
