@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import enum
 import errno
-from typing import Any
 
 from sqlalchemy import exc as sa_exc
 
@@ -274,14 +273,3 @@ def translate(err: BaseException, *, action: str = "write") -> HermesRepoError:
             kind,
         )
     return WriteFailedError(f"{action} failed: {what}", kind)
-
-
-def error_fields(err: BaseException) -> dict[str, Any]:
-    """Structured fields for logs: kind, code, code name, message."""
-    orig = _dbapi_error(err)
-    return {
-        "kind": classify(err).value,
-        "code": sqlite_code(err),
-        "name": getattr(orig, "sqlite_errorname", None),
-        "message": str(orig),
-    }

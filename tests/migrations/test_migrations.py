@@ -95,6 +95,18 @@ def test_runtime_fts_ddl_equals_what_the_migration_created(tmp_path: Path) -> No
             assert stored[name] == ddl
 
 
+def test_downgrade_drops_exactly_what_the_runtime_would_drop() -> None:
+    import importlib.util
+
+    path = migrate.migrations_dir() / "versions" / "0001_initial.py"
+    spec = importlib.util.spec_from_file_location("rev_0001", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert list(module.FTS_CREATE) == fts.create_statements()
+    assert list(module.FTS_DROP) == fts.drop_statements()
+
+
 def test_failing_migration_leaves_no_half_applied_schema(tmp_path: Path) -> None:
     scripts = tmp_path / "migrations"
     shutil.copytree(migrate.migrations_dir(), scripts)
