@@ -174,3 +174,23 @@ def test_stdlib_driver_keeps_the_wal_at_close_too(
     store.close()
     assert _digests(home / "state.db") == before
     assert os.path.exists(f"{home / 'state.db'}-wal")
+
+
+def test_the_failing_structural_write_is_not_retried(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _fill(home)
+    _damage_last_leaf(home / "state.db")
+    store = StateStore.open(home)
+    replays: list[object] = []
+    original = store._once
+
+    def counting(work: object) -> object:
+        replays.append(work)
+        return original(work)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store, "_once", counting)
+    with pytest.raises(StateDbCorruptError):
+        store.append_message("late", {"role": "user", "content": "x"})
+    assert replays == []  # no second attempt through the instrumented path
+    store.close()
