@@ -21,6 +21,7 @@ from . import fts, quarantine
 from .codec import message_to_row, tool_call_count
 from .engine import WRITE_OPTION, Driver, DriverName, create_store_engine, db_path_for_home
 from .errors import (
+    DatabaseBusyError,
     ErrorKind,
     HermesRepoError,
     SchemaMismatchError,
@@ -32,7 +33,7 @@ from .errors import (
     sqlite_code,
     translate,
 )
-from .holders import HolderLock
+from .holders import HolderLock, StoreHeldError
 from .ops import migrate
 from .ops.fts_rebuild import RebuildOutcome, guarded_rebuild
 from .repositories import MessageRepository, SearchHit, SearchRepository
@@ -115,6 +116,9 @@ class StateStore:
         # transcript flushes 60 s (the user's conversation), unless the opener set one.
         budget = STORE_WRITE_BUDGET_S if write_budget_s is None else write_budget_s
         self.write_policy = RetryPolicy(budget_s=budget)
+        # Reads wait for the same budget: with a rollback journal (the standard-library
+        # SQLite) a committing writer blocks readers too, for longer than busy_timeout.
+        self.read_policy = RetryPolicy(budget_s=budget)
         self.transcript_budget_s = (
             TRANSCRIPT_WRITE_BUDGET_S if write_budget_s is None else write_budget_s
         )
@@ -160,20 +164,25 @@ class StateStore:
         engine = create_store_engine(db_path, driver=drv)
         guard = quarantine.install(engine, db_path, drv)
         holder = HolderLock(db_path)
+        policy = RetryPolicy(
+            budget_s=STORE_WRITE_BUDGET_S if write_budget_s is None else write_budget_s
+        )
         try:
             # Registered as a holder before the first read: an exclusive operation
             # (restore, repair) that starts now must see us. The rebuild below upgrades
             # this registration and succeeds only if no other process holds the store.
-            holder.acquire_shared()
+            # An exclusive operation may run for long (a repair rebuilds the index): the
+            # wait for it is bounded by the same budget as a write.
+            cls._register(holder, db_path, policy.budget_s)
             # Another process may hold the write lock right now (a rollback journal
-            # blocks readers too): the schema check is retried like any unit.
-            run_with_retry(
-                lambda: cls._ensure_schema(engine, db_path, upgrade=upgrade),
-                RetryPolicy(
-                    budget_s=STORE_WRITE_BUDGET_S if write_budget_s is None else write_budget_s
-                ),
+            # blocks readers too): the schema check and the read of the FTS marker
+            # after it are replayed whole, like any unit, within the budget.
+            stale = run_with_retry(lambda: cls._prepare(engine, db_path, upgrade=upgrade), policy)
+            outcome = (
+                RebuildOutcome(ran=False, ok=True, reason="FTS is live; nothing to rebuild")
+                if not stale
+                else cls._rebuild_at_open(engine, db_path, holder)
             )
-            outcome = guarded_rebuild(engine, db_path, holder, automatic=True)
             if not outcome.ok:
                 log.warning("full-text index is detached: %s", outcome.reason)
         except BaseException:
@@ -192,6 +201,45 @@ class StateStore:
         if recover:
             store._recover_at_open()
         return store
+
+    @staticmethod
+    def _register(holder: HolderLock, db_path: Path, budget_s: float) -> None:
+        start = time.monotonic()
+        try:
+            holder.acquire_shared(timeout_s=budget_s)
+        except StoreHeldError as exc:
+            elapsed = time.monotonic() - start
+            raise DatabaseBusyError(
+                f"opening {db_path} waited {elapsed:.1f} s (the {budget_s:g} s budget): "
+                f"{exc.holders_text} the store to itself (a repair, restore or index "
+                "rebuild); let it finish and open again, or raise write_budget_s",
+                elapsed_s=elapsed,
+            ) from exc
+
+    @classmethod
+    def _prepare(cls, engine: Engine, db_path: Path, *, upgrade: bool) -> bool:
+        """Bring the schema to head; True when the FTS index is marked stale."""
+        cls._ensure_schema(engine, db_path, upgrade=upgrade)
+        try:
+            with engine.connect() as conn:
+                return fts.stale_marker(conn) is not None
+        except DBAPIError as exc:
+            raise translate(exc, action=f"opening {db_path}") from exc
+
+    @staticmethod
+    def _rebuild_at_open(engine: Engine, db_path: Path, holder: HolderLock) -> RebuildOutcome:
+        try:
+            return guarded_rebuild(engine, db_path, holder, automatic=True)
+        except (DBAPIError, HermesRepoError) as exc:
+            # The rebuild's own reads (before its guarded section) met a lock or damage:
+            # the index stays detached, which every path already handles; the open goes on
+            # (a damaged file was quarantined by the engine events and says so itself).
+            if isinstance(exc, StateDbCorruptError):
+                raise
+            why = describe(exc) if isinstance(exc, DBAPIError) else str(exc)
+            return RebuildOutcome(
+                ran=False, ok=False, reason=f"FTS rebuild postponed: {why}; it runs at a later open"
+            )
 
     @staticmethod
     def _ensure_schema(engine: Engine, db_path: Path, *, upgrade: bool) -> None:
@@ -487,13 +535,22 @@ class StateStore:
     # -- reads -----------------------------------------------------------------------
 
     def _read(self, work: Callable[[Connection], T]) -> T:
-        # A plain connection, not an ORM session: reads are hot paths (search, load)
-        # and the session's bookkeeping cost more than the query.
-        try:
-            with self.engine.connect() as conn, conn.begin():
-                return work(conn)
-        except DBAPIError as exc:
-            raise translate(exc, action="read") from exc
+        """Run ``work`` in a read transaction, replayed whole on transient errors.
+
+        With a rollback journal a writer's commit blocks readers for longer than
+        ``busy_timeout``; the read then waits like a write does (:attr:`read_policy`).
+        """
+
+        def attempt() -> T:
+            # A plain connection, not an ORM session: reads are hot paths (search, load)
+            # and the session's bookkeeping cost more than the query.
+            try:
+                with self.engine.connect() as conn, conn.begin():
+                    return work(conn)
+            except DBAPIError as exc:
+                raise translate(exc, action="read") from exc
+
+        return run_with_retry(attempt, self.read_policy)
 
     def load_conversation(
         self,
@@ -520,7 +577,12 @@ class StateStore:
             # other way round, so a module-level import would be circular.
             from .transcript.reconcile import reconcile_session
 
-            result = reconcile_session(self, session_id, with_ids=with_ids)
+            # Its first read is outside any write lock: a transient failure there is
+            # replayed (the write unit inside has its own budget and is not multiplied).
+            result = run_with_retry(
+                lambda: reconcile_session(self, session_id, with_ids=with_ids),
+                self.read_policy,
+            )
             return Conversation(messages=result.messages, repairs=result.repairs)
         messages = self._read(
             lambda s: MessageRepository(s).list(
@@ -558,8 +620,10 @@ class StateStore:
         try:
             with self.engine.connect() as conn:
                 return run(conn, raw=True)
-        except self.driver.module.Error:
-            pass  # asked again below, where the engine events classify the error
+        except (self.driver.module.Error, DBAPIError, WriteFailedError):
+            # Asked again below, where the engine events classify the error and a lock
+            # is waited out (connecting can fail too: its PRAGMAs meet the same lock).
+            pass
         try:
             return self._read(lambda conn: run(conn, raw=False))
         except WriteFailedError as exc:
