@@ -15,6 +15,7 @@ from typing import Any
 
 from hermes_repo import StateStore
 from hermes_repo.ops import migrate
+from tests.support.processes import reaped
 
 Cli = Callable[..., Any]
 SCRIPT = Path(sys.executable).parent / "hermes-repo"
@@ -74,14 +75,15 @@ def holder(home: Path) -> Iterator[None]:
         stdout=subprocess.PIPE,
         text=True,
     )
-    try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline().strip() == "ready"
-        yield
-    finally:
-        if proc.stdin is not None:
-            proc.stdin.close()
-        proc.wait(timeout=30)
+    with reaped([proc]):
+        try:
+            assert proc.stdout is not None
+            assert proc.stdout.readline().strip() == "ready"
+            yield
+        finally:
+            if proc.stdin is not None:
+                proc.stdin.close()
+            proc.wait(timeout=30)
 
 
 def test_create_list_and_restore_round_trip(imported_home: Path, cli: Cli) -> None:
@@ -155,8 +157,9 @@ def _restore_on_a_terminal(home: Path, snapshot_id: str, answer: bytes) -> tuple
         )
         os.close(follower)
         follower = -1
-        os.write(leader, answer)
-        out, err = proc.communicate(timeout=120)
+        with reaped([proc]):
+            os.write(leader, answer)
+            out, err = proc.communicate(timeout=120)
     finally:
         if follower >= 0:
             os.close(follower)
