@@ -132,6 +132,18 @@ class HolderLock:
             os.close(fd)
 
     @contextlib.contextmanager
+    def alone(self) -> Iterator[bool]:
+        """Yield True while this process holds the store alone, False when another
+        holder has it open (never waits)."""
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(self.exclusive())
+            except StoreHeldError:
+                yield False
+                return
+            yield True
+
+    @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:
         """Hold the store alone for the block, or raise :class:`StoreHeldError` at once.
 

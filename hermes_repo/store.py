@@ -44,13 +44,14 @@ from .retry import (
     RetryPolicy,
     run_with_retry,
 )
+from .sqlite_copies import two_copies_notes
 from .uow import UnitOfWork
 
 if TYPE_CHECKING:
     from .transcript.recovery import RecoveryReport
     from .transcript.writer import TranscriptWriter
 
-__all__ = ["Conversation", "StateStore", "StoreHealth"]
+__all__ = ["Conversation", "StateStore", "StoreHealth", "journal_notes"]
 
 log = logging.getLogger("hermes_repo")
 T = TypeVar("T")
@@ -86,6 +87,42 @@ class StoreHealth:
     @property
     def at_head(self) -> bool:
         return self.revision == self.head
+
+
+def journal_notes(driver: Driver, file_mode: str) -> list[str]:
+    """What an operator must know about the file's journal mode and this SQLite.
+
+    The journal mode is a property of the file, shared by every process that opens it.
+    A store switches it to what its SQLite wants (WAL with the WAL-reset fix, a rollback
+    journal without it) only while it holds the store alone; otherwise the file keeps
+    the mode the first process gave it, and these notes say so with the risk and the fix.
+    """
+    version = driver.sqlite_version
+    if not driver.has_wal_reset_fix and file_mode == "wal":
+        return [
+            f"the store file uses journal_mode=WAL, but this process's SQLite {version} "
+            "predates the WAL-reset fix (3.51.3): its writes and checkpoints can corrupt "
+            "the store while other processes use it. The file stays in WAL because another "
+            "process (with a fixed SQLite) has it open and switching needs the store to "
+            "itself. Install pysqlite3 (`pip install pysqlite3`), or stop every other "
+            "process using the store and open it again: alone, this process switches the "
+            "file to journal_mode=DELETE"
+        ]
+    if not driver.has_wal_reset_fix:
+        return [
+            f"SQLite {version} predates the WAL-reset fix (3.51.3); the store file uses "
+            f"journal_mode={file_mode.upper()}, which avoids the bug (slower concurrent "
+            "writes). Install pysqlite3 for a fixed SQLite and WAL"
+        ]
+    if file_mode != driver.journal_mode.lower():
+        return [
+            f"the store file uses journal_mode={file_mode.upper()}, not "
+            f"{driver.journal_mode}: another process had the store open when this one "
+            "opened it (perhaps one whose SQLite lacks the WAL-reset fix), and the mode is "
+            "switched only by a process that has the store to itself; it switches at such "
+            "an open"
+        ]
+    return []
 
 
 class StateStore:
@@ -161,9 +198,9 @@ class StateStore:
         if info is not None:
             raise StateDbCorruptError(info.message())
         drv = engine_mod.select_driver(driver)
-        engine = create_store_engine(db_path, driver=drv)
-        guard = quarantine.install(engine, db_path, drv)
         holder = HolderLock(db_path)
+        engine = create_store_engine(db_path, driver=drv, journal_switch=holder.alone)
+        guard = quarantine.install(engine, db_path, drv)
         policy = RetryPolicy(
             budget_s=STORE_WRITE_BUDGET_S if write_budget_s is None else write_budget_s
         )
@@ -185,6 +222,11 @@ class StateStore:
             )
             if not outcome.ok:
                 log.warning("full-text index is detached: %s", outcome.reason)
+            if not drv.has_wal_reset_fix:
+                mode = run_with_retry(lambda: cls._file_journal_mode(engine, db_path), policy)
+                if mode == "wal":  # the risky case; a rollback journal is the design
+                    for note in journal_notes(drv, mode):
+                        log.warning("%s", note)
         except BaseException:
             holder.release()
             engine.dispose()
@@ -223,6 +265,14 @@ class StateStore:
         try:
             with engine.connect() as conn:
                 return fts.stale_marker(conn) is not None
+        except DBAPIError as exc:
+            raise translate(exc, action=f"opening {db_path}") from exc
+
+    @staticmethod
+    def _file_journal_mode(engine: Engine, db_path: Path) -> str:
+        try:
+            with engine.connect() as conn:
+                return str(conn.exec_driver_sql("PRAGMA journal_mode").scalar_one()).lower()
         except DBAPIError as exc:
             raise translate(exc, action=f"opening {db_path}") from exc
 
@@ -671,12 +721,8 @@ class StateStore:
             # A damaged file may refuse even these reads; health still answers.
             revision, mode, counts, stale = None, "unknown", {}, None
             notes.append(f"could not read the store: {exc}")
-        if not self.driver.has_wal_reset_fix:
-            notes.append(
-                f"SQLite {self.driver.sqlite_version} predates the WAL-reset fix (3.51.3); "
-                f"the store uses journal_mode={self.driver.journal_mode}. "
-                "Install pysqlite3 for a fixed SQLite"
-            )
+        notes.extend(journal_notes(self.driver, mode.lower()))
+        notes.extend(two_copies_notes(self.driver, self.path))
         return StoreHealth(
             path=str(self.path),
             driver=self.driver.name,
