@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -14,15 +13,20 @@ from pathlib import Path
 from typing import Any
 
 from hermes_repo import StateStore
+from hermes_repo.engine import select_driver
 from hermes_repo.ops import migrate
 from tests.support.processes import reaped
+
+# The store's own SQLite: a standard `sqlite3` connection next to a pysqlite3 store in
+# this process would be a second copy of SQLite, blind to the store's locks.
+DRIVER = select_driver().module
 
 Cli = Callable[..., Any]
 SCRIPT = Path(sys.executable).parent / "hermes-repo"
 
 
 def count(db: Path, table: str) -> int:
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    conn = DRIVER.connect(f"file:{db}?mode=ro", uri=True)
     try:
         return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
     finally:
