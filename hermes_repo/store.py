@@ -98,6 +98,13 @@ def journal_notes(driver: Driver, file_mode: str) -> list[str]:
     the mode the first process gave it, and these notes say so with the risk and the fix.
     """
     version = driver.sqlite_version
+    if not driver.has_wal_reset_fix and file_mode == "wal" and driver.journal_mode == "WAL":
+        return [
+            f"the store file uses journal_mode=WAL on SQLite {version}, which predates the "
+            "WAL-reset fix (3.51.3): concurrent writes and checkpoints can corrupt it. "
+            "HERMES_REPO_JOURNAL_MODE=WAL asks for it; unset it (the store then uses a "
+            "rollback journal) or install pysqlite3"
+        ]
     if not driver.has_wal_reset_fix and file_mode == "wal":
         return [
             f"the store file uses journal_mode=WAL, but this process's SQLite {version} "

@@ -20,6 +20,7 @@ import pytest
 from hermes_repo import StateStore
 from hermes_repo.engine import select_driver
 from hermes_repo.ops.doctor import diagnose
+from hermes_repo.store import journal_notes
 from tests.cli.conftest import run_cli
 from tests.support.holding import held_by_another_process
 
@@ -159,3 +160,15 @@ def test_a_standard_sqlite3_connection_on_the_store_in_the_same_process_is_noted
     assert note.startswith("1 connection(s) of the standard `sqlite3` module")
     assert "another copy of SQLite" in note and "select_driver().module" in note
     assert "two-sqlite-copies" in out["codes"]
+
+
+def test_a_forced_wal_on_a_sqlite_without_the_fix_names_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    stdlib = select_driver("stdlib")
+    monkeypatch.setenv("HERMES_REPO_JOURNAL_MODE", "WAL")
+    [note] = journal_notes(stdlib, "wal")
+    assert "HERMES_REPO_JOURNAL_MODE=WAL" in note and "unset it" in note
+    monkeypatch.delenv("HERMES_REPO_JOURNAL_MODE")
+    [note] = journal_notes(stdlib, "wal")
+    assert "another process" in note and "pip install pysqlite3" in note
