@@ -20,6 +20,8 @@ import contextlib
 import importlib
 import os
 import stat
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -138,7 +140,10 @@ def prepare_path(db_path: Path) -> None:
     os.close(fd)
 
 
-def _on_connect(driver: Driver, busy_timeout_ms: int) -> Any:
+JournalSwitchGuard = Callable[[], AbstractContextManager[bool]]
+
+
+def _on_connect(driver: Driver, busy_timeout_ms: int, may_switch: JournalSwitchGuard | None) -> Any:
     def connect(dbapi_conn: Any, _record: Any) -> None:
         # Take transaction control away from pysqlite; the begin hook emits BEGIN itself.
         dbapi_conn.isolation_level = None
@@ -152,10 +157,16 @@ def _on_connect(driver: Driver, busy_timeout_ms: int) -> Any:
             mode = cur.execute("PRAGMA journal_mode").fetchone()[0].upper()
             wanted = driver.journal_mode
             if mode != wanted:
-                # Switching needs the file to ourselves; if another process holds it, keep
-                # the current mode rather than fail the open.
-                with contextlib.suppress(driver.module.OperationalError):
-                    cur.execute(f"PRAGMA journal_mode = {wanted}")
+                # The journal mode belongs to the FILE, not to this connection: switching
+                # needs the file to ourselves, and switching under another process would
+                # move it to a mode it did not choose (a fixed SQLite turning WAL on under
+                # one without the WAL-reset fix). So a store switches only while no other
+                # holder has it open (``may_switch``); otherwise the file keeps its mode
+                # and health()/doctor report it.
+                with contextlib.nullcontext(True) if may_switch is None else may_switch() as alone:
+                    if alone:
+                        with contextlib.suppress(driver.module.OperationalError):
+                            cur.execute(f"PRAGMA journal_mode = {wanted}")
         finally:
             cur.close()
 
@@ -174,19 +185,25 @@ def create_store_engine(
     *,
     driver: Driver | None = None,
     busy_timeout_ms: int = BUSY_TIMEOUT_MS,
+    journal_switch: JournalSwitchGuard | None = None,
     **engine_kwargs: Any,
 ) -> Engine:
     """Create the engine for ``db_path`` with the store's hooks.
 
     Use ``engine.execution_options(hermes_write=True)`` for connections that write: their
     transactions start with ``BEGIN IMMEDIATE``.
+
+    ``journal_switch`` decides whether a connection may switch the file's journal mode
+    to the driver's (see :attr:`Driver.journal_mode`): a context manager factory that
+    yields True while the switch is safe (the store holds the file alone). None: switch
+    whenever SQLite allows it.
     """
     drv = driver or select_driver()
     prepare_path(db_path)
     url = f"sqlite+pysqlite:///{db_path}"
     engine = create_engine(url, module=drv.module, **engine_kwargs)
     engine.info_driver = drv  # type: ignore[attr-defined]
-    event.listen(engine, "connect", _on_connect(drv, busy_timeout_ms))
+    event.listen(engine, "connect", _on_connect(drv, busy_timeout_ms, journal_switch))
     event.listen(engine, "begin", _on_begin)
     return engine
 

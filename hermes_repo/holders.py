@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -98,11 +99,30 @@ class HolderLock:
         self._fd: int | None = None
         self._exclusive = False
 
-    def acquire_shared(self) -> None:
-        """Register as a holder; waits only while an exclusive operation runs."""
+    def acquire_shared(self, timeout_s: float | None = None) -> None:
+        """Register as a holder; waits only while an exclusive operation runs.
+
+        ``timeout_s`` bounds that wait (None: as long as it runs); when it is spent,
+        :class:`StoreHeldError` names the process that holds the store alone.
+        """
         if self._fd is None:
             self._fd = _open_lock_file(self.path)
-        fcntl.flock(self._fd, fcntl.LOCK_SH)
+        if timeout_s is None:
+            fcntl.flock(self._fd, fcntl.LOCK_SH)
+            return
+        # flock has no timed wait: poll without blocking, briefly at first.
+        deadline = time.monotonic() + timeout_s
+        pause = 0.01
+        while True:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                return
+            except BlockingIOError as exc:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise StoreHeldError.naming(holder_pids(self.db_path)) from exc
+                time.sleep(min(pause, remaining))
+                pause = min(pause * 2, 0.2)
 
     def release(self) -> None:
         fd, self._fd = self._fd, None
@@ -110,6 +130,18 @@ class HolderLock:
             with contextlib.suppress(OSError):
                 fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
+
+    @contextlib.contextmanager
+    def alone(self) -> Iterator[bool]:
+        """Yield True while this process holds the store alone, False when another
+        holder has it open (never waits)."""
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(self.exclusive())
+            except StoreHeldError:
+                yield False
+                return
+            yield True
 
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:

@@ -17,7 +17,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-__all__ = ["SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE", "disable_checkpoint_on_close"]
+__all__ = ["SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE", "db_filename", "disable_checkpoint_on_close"]
 
 SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE = 1006
 
@@ -89,3 +89,23 @@ def disable_checkpoint_on_close(dbapi_conn: Any, module: ModuleType, db_path: Pa
     except (OSError, AttributeError, ValueError):
         return False
     return rc == 0 and out.value == 1
+
+
+def db_filename(dbapi_conn: Any, module: ModuleType) -> str | None:
+    """The main file of an open connection, read from its C handle; None when unknown.
+
+    For connections the DB-API refuses to query (made in another thread). Only used
+    where the module's own library answers (version checked); a closed connection's
+    handle is NULL and gives "".
+    """
+    try:
+        lib = _library(module)
+        if lib is None:
+            return None
+        addr = ctypes.c_void_p.from_address(id(dbapi_conn) + object.__basicsize__).value
+        if not addr:
+            return ""
+        name = lib.sqlite3_db_filename(addr, b"main")
+    except (OSError, AttributeError, ValueError):
+        return None
+    return name.decode(errors="surrogateescape") if name is not None else ""

@@ -21,6 +21,7 @@ from . import fts, quarantine
 from .codec import message_to_row, tool_call_count
 from .engine import WRITE_OPTION, Driver, DriverName, create_store_engine, db_path_for_home
 from .errors import (
+    DatabaseBusyError,
     ErrorKind,
     HermesRepoError,
     SchemaMismatchError,
@@ -32,7 +33,7 @@ from .errors import (
     sqlite_code,
     translate,
 )
-from .holders import HolderLock
+from .holders import HolderLock, StoreHeldError
 from .ops import migrate
 from .ops.fts_rebuild import RebuildOutcome, guarded_rebuild
 from .repositories import MessageRepository, SearchHit, SearchRepository
@@ -43,13 +44,14 @@ from .retry import (
     RetryPolicy,
     run_with_retry,
 )
+from .sqlite_copies import two_copies_notes
 from .uow import UnitOfWork
 
 if TYPE_CHECKING:
     from .transcript.recovery import RecoveryReport
     from .transcript.writer import TranscriptWriter
 
-__all__ = ["Conversation", "StateStore", "StoreHealth"]
+__all__ = ["Conversation", "StateStore", "StoreHealth", "journal_notes"]
 
 log = logging.getLogger("hermes_repo")
 T = TypeVar("T")
@@ -87,6 +89,49 @@ class StoreHealth:
         return self.revision == self.head
 
 
+def journal_notes(driver: Driver, file_mode: str) -> list[str]:
+    """What an operator must know about the file's journal mode and this SQLite.
+
+    The journal mode is a property of the file, shared by every process that opens it.
+    A store switches it to what its SQLite wants (WAL with the WAL-reset fix, a rollback
+    journal without it) only while it holds the store alone; otherwise the file keeps
+    the mode the first process gave it, and these notes say so with the risk and the fix.
+    """
+    version = driver.sqlite_version
+    if not driver.has_wal_reset_fix and file_mode == "wal" and driver.journal_mode == "WAL":
+        return [
+            f"the store file uses journal_mode=WAL on SQLite {version}, which predates the "
+            "WAL-reset fix (3.51.3): concurrent writes and checkpoints can corrupt it. "
+            "HERMES_REPO_JOURNAL_MODE=WAL asks for it; unset it (the store then uses a "
+            "rollback journal) or install pysqlite3"
+        ]
+    if not driver.has_wal_reset_fix and file_mode == "wal":
+        return [
+            f"the store file uses journal_mode=WAL, but this process's SQLite {version} "
+            "predates the WAL-reset fix (3.51.3): its writes and checkpoints can corrupt "
+            "the store while other processes use it. The file stays in WAL because another "
+            "process (with a fixed SQLite) has it open and switching needs the store to "
+            "itself. Install pysqlite3 (`pip install pysqlite3`), or stop every other "
+            "process using the store and open it again: alone, this process switches the "
+            "file to journal_mode=DELETE"
+        ]
+    if not driver.has_wal_reset_fix:
+        return [
+            f"SQLite {version} predates the WAL-reset fix (3.51.3); the store file uses "
+            f"journal_mode={file_mode.upper()}, which avoids the bug (slower concurrent "
+            "writes). Install pysqlite3 for a fixed SQLite and WAL"
+        ]
+    if file_mode != driver.journal_mode.lower():
+        return [
+            f"the store file uses journal_mode={file_mode.upper()}, not "
+            f"{driver.journal_mode}: another process had the store open when this one "
+            "opened it (perhaps one whose SQLite lacks the WAL-reset fix), and the mode is "
+            "switched only by a process that has the store to itself; it switches at such "
+            "an open"
+        ]
+    return []
+
+
 class StateStore:
     """A session store in ``<home>/state.db``.
 
@@ -115,6 +160,9 @@ class StateStore:
         # transcript flushes 60 s (the user's conversation), unless the opener set one.
         budget = STORE_WRITE_BUDGET_S if write_budget_s is None else write_budget_s
         self.write_policy = RetryPolicy(budget_s=budget)
+        # Reads wait for the same budget: with a rollback journal (the standard-library
+        # SQLite) a committing writer blocks readers too, for longer than busy_timeout.
+        self.read_policy = RetryPolicy(budget_s=budget)
         self.transcript_budget_s = (
             TRANSCRIPT_WRITE_BUDGET_S if write_budget_s is None else write_budget_s
         )
@@ -157,25 +205,35 @@ class StateStore:
         if info is not None:
             raise StateDbCorruptError(info.message())
         drv = engine_mod.select_driver(driver)
-        engine = create_store_engine(db_path, driver=drv)
-        guard = quarantine.install(engine, db_path, drv)
         holder = HolderLock(db_path)
+        engine = create_store_engine(db_path, driver=drv, journal_switch=holder.alone)
+        guard = quarantine.install(engine, db_path, drv)
+        policy = RetryPolicy(
+            budget_s=STORE_WRITE_BUDGET_S if write_budget_s is None else write_budget_s
+        )
         try:
             # Registered as a holder before the first read: an exclusive operation
             # (restore, repair) that starts now must see us. The rebuild below upgrades
             # this registration and succeeds only if no other process holds the store.
-            holder.acquire_shared()
+            # An exclusive operation may run for long (a repair rebuilds the index): the
+            # wait for it is bounded by the same budget as a write.
+            cls._register(holder, db_path, policy.budget_s)
             # Another process may hold the write lock right now (a rollback journal
-            # blocks readers too): the schema check is retried like any unit.
-            run_with_retry(
-                lambda: cls._ensure_schema(engine, db_path, upgrade=upgrade),
-                RetryPolicy(
-                    budget_s=STORE_WRITE_BUDGET_S if write_budget_s is None else write_budget_s
-                ),
+            # blocks readers too): the schema check and the read of the FTS marker
+            # after it are replayed whole, like any unit, within the budget.
+            stale = run_with_retry(lambda: cls._prepare(engine, db_path, upgrade=upgrade), policy)
+            outcome = (
+                RebuildOutcome(ran=False, ok=True, reason="FTS is live; nothing to rebuild")
+                if not stale
+                else cls._rebuild_at_open(engine, db_path, holder)
             )
-            outcome = guarded_rebuild(engine, db_path, holder, automatic=True)
             if not outcome.ok:
                 log.warning("full-text index is detached: %s", outcome.reason)
+            if not drv.has_wal_reset_fix:
+                mode = run_with_retry(lambda: cls._file_journal_mode(engine, db_path), policy)
+                if mode == "wal":  # the risky case; a rollback journal is the design
+                    for note in journal_notes(drv, mode):
+                        log.warning("%s", note)
         except BaseException:
             holder.release()
             engine.dispose()
@@ -192,6 +250,53 @@ class StateStore:
         if recover:
             store._recover_at_open()
         return store
+
+    @staticmethod
+    def _register(holder: HolderLock, db_path: Path, budget_s: float) -> None:
+        start = time.monotonic()
+        try:
+            holder.acquire_shared(timeout_s=budget_s)
+        except StoreHeldError as exc:
+            elapsed = time.monotonic() - start
+            raise DatabaseBusyError(
+                f"opening {db_path} waited {elapsed:.1f} s (the {budget_s:g} s budget): "
+                f"{exc.holders_text} the store to itself (a repair, restore or index "
+                "rebuild); let it finish and open again, or raise write_budget_s",
+                elapsed_s=elapsed,
+            ) from exc
+
+    @classmethod
+    def _prepare(cls, engine: Engine, db_path: Path, *, upgrade: bool) -> bool:
+        """Bring the schema to head; True when the FTS index is marked stale."""
+        cls._ensure_schema(engine, db_path, upgrade=upgrade)
+        try:
+            with engine.connect() as conn:
+                return fts.stale_marker(conn) is not None
+        except DBAPIError as exc:
+            raise translate(exc, action=f"opening {db_path}") from exc
+
+    @staticmethod
+    def _file_journal_mode(engine: Engine, db_path: Path) -> str:
+        try:
+            with engine.connect() as conn:
+                return str(conn.exec_driver_sql("PRAGMA journal_mode").scalar_one()).lower()
+        except DBAPIError as exc:
+            raise translate(exc, action=f"opening {db_path}") from exc
+
+    @staticmethod
+    def _rebuild_at_open(engine: Engine, db_path: Path, holder: HolderLock) -> RebuildOutcome:
+        try:
+            return guarded_rebuild(engine, db_path, holder, automatic=True)
+        except (DBAPIError, HermesRepoError) as exc:
+            # The rebuild's own reads (before its guarded section) met a lock or damage:
+            # the index stays detached, which every path already handles; the open goes on
+            # (a damaged file was quarantined by the engine events and says so itself).
+            if isinstance(exc, StateDbCorruptError):
+                raise
+            why = describe(exc) if isinstance(exc, DBAPIError) else str(exc)
+            return RebuildOutcome(
+                ran=False, ok=False, reason=f"FTS rebuild postponed: {why}; it runs at a later open"
+            )
 
     @staticmethod
     def _ensure_schema(engine: Engine, db_path: Path, *, upgrade: bool) -> None:
@@ -487,13 +592,22 @@ class StateStore:
     # -- reads -----------------------------------------------------------------------
 
     def _read(self, work: Callable[[Connection], T]) -> T:
-        # A plain connection, not an ORM session: reads are hot paths (search, load)
-        # and the session's bookkeeping cost more than the query.
-        try:
-            with self.engine.connect() as conn, conn.begin():
-                return work(conn)
-        except DBAPIError as exc:
-            raise translate(exc, action="read") from exc
+        """Run ``work`` in a read transaction, replayed whole on transient errors.
+
+        With a rollback journal a writer's commit blocks readers for longer than
+        ``busy_timeout``; the read then waits like a write does (:attr:`read_policy`).
+        """
+
+        def attempt() -> T:
+            # A plain connection, not an ORM session: reads are hot paths (search, load)
+            # and the session's bookkeeping cost more than the query.
+            try:
+                with self.engine.connect() as conn, conn.begin():
+                    return work(conn)
+            except DBAPIError as exc:
+                raise translate(exc, action="read") from exc
+
+        return run_with_retry(attempt, self.read_policy)
 
     def load_conversation(
         self,
@@ -520,7 +634,12 @@ class StateStore:
             # other way round, so a module-level import would be circular.
             from .transcript.reconcile import reconcile_session
 
-            result = reconcile_session(self, session_id, with_ids=with_ids)
+            # Its first read is outside any write lock: a transient failure there is
+            # replayed (the write unit inside has its own budget and is not multiplied).
+            result = run_with_retry(
+                lambda: reconcile_session(self, session_id, with_ids=with_ids),
+                self.read_policy,
+            )
             return Conversation(messages=result.messages, repairs=result.repairs)
         messages = self._read(
             lambda s: MessageRepository(s).list(
@@ -558,8 +677,10 @@ class StateStore:
         try:
             with self.engine.connect() as conn:
                 return run(conn, raw=True)
-        except self.driver.module.Error:
-            pass  # asked again below, where the engine events classify the error
+        except (self.driver.module.Error, DBAPIError, WriteFailedError):
+            # Asked again below, where the engine events classify the error and a lock
+            # is waited out (connecting can fail too: its PRAGMAs meet the same lock).
+            pass
         try:
             return self._read(lambda conn: run(conn, raw=False))
         except WriteFailedError as exc:
@@ -607,12 +728,8 @@ class StateStore:
             # A damaged file may refuse even these reads; health still answers.
             revision, mode, counts, stale = None, "unknown", {}, None
             notes.append(f"could not read the store: {exc}")
-        if not self.driver.has_wal_reset_fix:
-            notes.append(
-                f"SQLite {self.driver.sqlite_version} predates the WAL-reset fix (3.51.3); "
-                f"the store uses journal_mode={self.driver.journal_mode}. "
-                "Install pysqlite3 for a fixed SQLite"
-            )
+        notes.extend(journal_notes(self.driver, mode.lower()))
+        notes.extend(two_copies_notes(self.driver, self.path))
         return StoreHealth(
             path=str(self.path),
             driver=self.driver.name,

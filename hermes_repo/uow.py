@@ -99,4 +99,7 @@ class UnitOfWork:
         """Discard everything done in this unit so far."""
         if self._orm is not None:
             self._orm.expunge_all()
-        self.connection.rollback()
+        try:
+            self.connection.rollback()
+        except DBAPIError as exc:
+            raise translate(exc, action="rollback") from exc

@@ -52,8 +52,12 @@ class _Revision:
 
 
 @contextmanager
-def _engine(db_path: Path) -> Iterator[Engine]:
-    engine = create_store_engine(db_path)
+def _engine(db_path: Path, *, report_only: bool = False) -> Iterator[Engine]:
+    # report_only: the journal mode is the file's, and a report must show it as found,
+    # not switch it to this process's choice first.
+    engine = create_store_engine(
+        db_path, journal_switch=(lambda: contextlib.nullcontext(False)) if report_only else None
+    )
     try:
         yield engine
     finally:
@@ -182,7 +186,7 @@ def current(state: CliState, as_json: bool) -> None:
         rev = _Revision(path, None, migrate.head_revision(), "missing")
         driver_info: dict[str, Any] = {}
     else:
-        with _engine(path) as engine:
+        with _engine(path, report_only=True) as engine:
             rev = _revision(engine, path)
             driver = engine_driver(engine)
             with engine.connect() as conn:

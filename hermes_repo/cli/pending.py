@@ -21,6 +21,7 @@ from rich.text import Text
 from ..engine import default_home
 from ..store import StateStore
 from ..transcript import spool
+from ._numbers import BUDGET_S
 from ._output import CliError, echo_json, format_time, stdout_console
 
 if TYPE_CHECKING:
@@ -137,7 +138,7 @@ def list_pending(state: CliState, as_json: bool) -> None:
 @click.option("--session", "session_id", metavar="SID", help="Only this session's spool file.")
 @click.option(
     "--budget",
-    type=click.FloatRange(min=0),
+    type=BUDGET_S,
     default=None,
     metavar="S",
     help="Seconds to wait for a locked database. [default: 20]",

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..models import ROLES
+from ._numbers import LIMIT
 from ._output import echo_json, format_time, snippet_text, stdout_console
 
 if TYPE_CHECKING:
@@ -21,9 +22,7 @@ __all__ = ["search_command"]
 
 @click.command("search")
 @click.argument("query")
-@click.option(
-    "--limit", type=click.IntRange(min=1), default=20, show_default=True, help="Hits at most."
-)
+@click.option("--limit", type=LIMIT, default=20, show_default=True, help="Hits at most.")
 @click.option("--session", "session_id", metavar="SID", help="Only messages of this session.")
 @click.option("--role", type=click.Choice(ROLES), help="Only messages with this role.")
 @click.option(

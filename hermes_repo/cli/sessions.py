@@ -33,6 +33,7 @@ from ..ops.transcript_check import (
 )
 from ..repositories import SessionRepository
 from ..store import StateStore
+from ._numbers import LIMIT
 from ._output import CliError, echo_json, format_time, stdout_console
 from .doctor import print_findings, repair_failure_line
 
@@ -149,9 +150,7 @@ def sessions() -> None:
 
 
 @sessions.command("list")
-@click.option(
-    "--limit", type=click.IntRange(min=1), default=50, show_default=True, help="Rows at most."
-)
+@click.option("--limit", type=LIMIT, default=50, show_default=True, help="Rows at most.")
 @click.option("--source", metavar="S", help="Only sessions from this source (cli, telegram...).")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 @click.pass_obj

@@ -15,6 +15,7 @@ import click
 
 from ..ops import migrate
 from ..ops import snapshots as ops
+from ._numbers import KEEP
 from ._output import CliError, echo_json, format_time
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ def snapshot() -> None:
 @click.option("--label", metavar="L", help="A note kept in the manifest (e.g. why).")
 @click.option(
     "--keep",
-    type=click.IntRange(min=1),
+    type=KEEP,
     default=ops.DEFAULT_KEEP,
     show_default=True,
     metavar="N",

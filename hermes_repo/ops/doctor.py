@@ -44,6 +44,7 @@ from ..engine import DB_NAME, Driver, db_path_for_home, select_driver
 from ..errors import ErrorKind, classify
 from ..holders import holder_pids
 from ..quarantine import quarantine_info
+from ..sqlite_copies import two_copies_problems
 from ..transcript import spool
 from . import migrate
 from .fts_rebuild import BACKUP_LABEL, MAX_AUTOMATIC_ATTEMPTS, REPAIR_COMMAND
@@ -399,10 +400,15 @@ def check_store(ctx: DoctorContext) -> CheckResult:
                 "warning",
                 f"SQLite {drv.sqlite_version} has the WAL-reset bug (fixed in 3.51.3) and the "
                 "store is in WAL mode: concurrent writers and checkpoints can corrupt it",
-                "install a fixed SQLite with `pip install pysqlite3` (or unset "
-                "HERMES_REPO_JOURNAL_MODE so the store uses a rollback journal)",
+                "install a fixed SQLite with `pip install pysqlite3`; or stop every process "
+                "using the store and open it alone with this SQLite (and "
+                "HERMES_REPO_JOURNAL_MODE unset): the file then switches to "
+                "journal_mode=DELETE, which avoids the bug",
             )
         )
+    # Only this process is seen: a doctor run from the library inside a host application.
+    for cause, fix in two_copies_problems(drv, ctx.db_path):
+        findings.append(Finding("two-sqlite-copies", "warning", cause, fix))
     return CheckResult("store", facts, findings)
 
 

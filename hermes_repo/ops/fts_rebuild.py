@@ -34,7 +34,7 @@ from sqlalchemy.exc import DBAPIError
 
 from .. import fts
 from ..engine import WRITE_OPTION
-from ..errors import ErrorKind, classify
+from ..errors import ErrorKind, StateDbCorruptError, classify
 from ..holders import HolderLock, StoreHeldError
 from ..quarantine import is_quarantined
 from .backup import timestamped_backup
@@ -97,7 +97,9 @@ def _canonical_ok(engine: Engine) -> bool:
                 conn.exec_driver_sql(f"PRAGMA quick_check({t})").scalar() == "ok"
                 for t in ("sessions", "messages", "state_meta")
             )
-    except DBAPIError:
+    except (DBAPIError, StateDbCorruptError):
+        # SQLite 3.40 raises CORRUPT from quick_check itself where 3.53 returns rows;
+        # the quarantine's engine event has already turned that into our error.
         return False
 
 

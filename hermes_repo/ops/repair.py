@@ -495,7 +495,18 @@ def _repair_open(
         )
         report.rebuild = outcome
         if not outcome.ok:
-            return _fail(report, outcome.reason)
+            # The canonical tables passed the doctor: only the index is at stake, so the
+            # way on is space (the usual cause) and this same repair, never the salvage.
+            again = _command(db_path, REPAIR_COMMAND)
+            return _fail(
+                report,
+                outcome.reason,
+                [
+                    f"free space beside {db_path} (or fix the cause above), then run "
+                    f"`{again}`; the canonical rows are intact and search uses the "
+                    "fallback meanwhile"
+                ],
+            )
     report.transcripts = repair_transcripts(store)
 
     report.verification, report.counts_after = _verify(engine, report.counts_before)

@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from hermes_repo import StateStore
+from hermes_repo.engine import select_driver
 from hermes_repo.ops import migrate
+
+# The store's own SQLite: a standard `sqlite3` connection next to a pysqlite3 store in
+# this process would be a second copy of SQLite, blind to the store's locks.
+DRIVER = select_driver().module
 
 Cli = Callable[..., Any]
 FUTURE_REVISION = "9999_from_the_future"
 
 
 def sql(db: Path, statement: str) -> list[tuple[object, ...]]:
-    conn = sqlite3.connect(db)
+    conn = DRIVER.connect(db)
     try:
         rows = conn.execute(statement).fetchall()
         conn.commit()
@@ -90,7 +94,7 @@ def test_db_upgrade_of_a_store_failing_integrity_check_keeps_a_raw_backup(
     sql(db, "CREATE TABLE scratch (x INTEGER PRIMARY KEY, y TEXT)")
     sql(db, "CREATE INDEX ix_scratch ON scratch (y)")
     sql(db, "INSERT INTO scratch (y) VALUES ('a'), ('b')")
-    conn = sqlite3.connect(db)
+    conn = DRIVER.connect(db)
     try:
         conn.execute("PRAGMA writable_schema = ON")
         # The index now claims to index another column: its entries no longer match.

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from hermes_repo import StateStore
+from hermes_repo.engine import select_driver
+
+# The store's own SQLite: a standard `sqlite3` connection next to a pysqlite3 store in
+# this process would be a second copy of SQLite, blind to the store's locks.
+DRIVER = select_driver().module
 
 Cli = Callable[..., Any]
 KYOTO = "sample-kyoto-trip"
@@ -18,7 +22,7 @@ DASHBOARD = "sample-dashboard-review"
 
 def archive_one_message(home: Path, session_id: str) -> str:
     """Mark one message inactive the way a repair would, with plain SQLite."""
-    conn = sqlite3.connect(home / "state.db")
+    conn = DRIVER.connect(home / "state.db")
     try:
         uid, content = conn.execute(
             "SELECT uid, content FROM messages WHERE session_id = ? AND role = 'user' "

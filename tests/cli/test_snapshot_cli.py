@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -14,14 +13,20 @@ from pathlib import Path
 from typing import Any
 
 from hermes_repo import StateStore
+from hermes_repo.engine import select_driver
 from hermes_repo.ops import migrate
+from tests.support.processes import reaped
+
+# The store's own SQLite: a standard `sqlite3` connection next to a pysqlite3 store in
+# this process would be a second copy of SQLite, blind to the store's locks.
+DRIVER = select_driver().module
 
 Cli = Callable[..., Any]
 SCRIPT = Path(sys.executable).parent / "hermes-repo"
 
 
 def count(db: Path, table: str) -> int:
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    conn = DRIVER.connect(f"file:{db}?mode=ro", uri=True)
     try:
         return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
     finally:
@@ -74,14 +79,15 @@ def holder(home: Path) -> Iterator[None]:
         stdout=subprocess.PIPE,
         text=True,
     )
-    try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline().strip() == "ready"
-        yield
-    finally:
-        if proc.stdin is not None:
-            proc.stdin.close()
-        proc.wait(timeout=30)
+    with reaped([proc]):
+        try:
+            assert proc.stdout is not None
+            assert proc.stdout.readline().strip() == "ready"
+            yield
+        finally:
+            if proc.stdin is not None:
+                proc.stdin.close()
+            proc.wait(timeout=30)
 
 
 def test_create_list_and_restore_round_trip(imported_home: Path, cli: Cli) -> None:
@@ -155,8 +161,9 @@ def _restore_on_a_terminal(home: Path, snapshot_id: str, answer: bytes) -> tuple
         )
         os.close(follower)
         follower = -1
-        os.write(leader, answer)
-        out, err = proc.communicate(timeout=120)
+        with reaped([proc]):
+            os.write(leader, answer)
+            out, err = proc.communicate(timeout=120)
     finally:
         if follower >= 0:
             os.close(follower)

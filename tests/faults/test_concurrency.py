@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from sqlalchemy import text
@@ -32,22 +34,45 @@ def _spawn(*args: str) -> subprocess.Popen[str]:
     )
 
 
+@contextmanager
+def _workers() -> Iterator[list[subprocess.Popen[str]]]:
+    """Every worker started in the block is stopped when it ends, on failure too: a
+    reader that never sees its stop file (or a writer stuck on a lock) must not outlive
+    the test."""
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        yield procs
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+        for proc in procs:
+            proc.communicate()  # reaps it and closes its pipes
+
+
 def test_six_writers_and_a_reader_lose_and_double_nothing(home: Path, tmp_path: Path) -> None:
     stop = tmp_path / "stop"
-    reader = _spawn(str(home), "search", str(stop))
     # Four writers on their own sessions, two sharing one session.
     plan = [("solo-1", "w1"), ("solo-2", "w2"), ("solo-3", "w3"), ("solo-4", "w4")]
     plan += [("shared", "w5"), ("shared", "w6")]
-    writers = [_spawn(str(home), "write", sid, str(PER_WRITER), tag) for sid, tag in plan]
     reported: dict[str, str] = {}
-    for (sid, _tag), proc in zip(plan, writers, strict=True):
-        out, err = proc.communicate(timeout=300)
-        assert proc.returncode == 0, err
-        for line in out.splitlines():
-            assert line.startswith("OK "), line
-            reported[line[3:]] = sid
-    stop.touch()
-    out, err = reader.communicate(timeout=60)
+    with _workers() as procs:
+        reader = _spawn(str(home), "search", str(stop))
+        procs.append(reader)
+        writers = []
+        for sid, tag in plan:
+            writers.append(_spawn(str(home), "write", sid, str(PER_WRITER), tag))
+            procs.append(writers[-1])
+        try:
+            for (sid, _tag), proc in zip(plan, writers, strict=True):
+                out, err = proc.communicate(timeout=300)
+                assert proc.returncode == 0, err
+                for line in out.splitlines():
+                    assert line.startswith("OK "), line
+                    reported[line[3:]] = sid
+        finally:
+            stop.touch()  # the reader ends by itself once the writers are done or failed
+        out, err = reader.communicate(timeout=60)
     assert reader.returncode == 0, err
     assert out.strip().endswith("ERRORS 0"), out[-2000:]
     assert len(reported) == PER_WRITER * len(plan)

@@ -37,6 +37,7 @@ from typing import Any
 from hermes_repo import HermesRepoError, StateStore, TranscriptWriter
 from hermes_repo.transcript import spool
 from tests.support.faultinject import FaultInjector, under
+from tests.support.processes import reaped
 from tests.support.spooling import MODULE, check_store, pending_files
 from tests.support.summary import record, stored_counts
 
@@ -134,14 +135,15 @@ def run_child(home: Path, mode: str, nth: int, seed: int, rng: random.Random) ->
     report = home.parent / f"report-{seed}.txt"
     proc = FORK.Process(target=child, args=(home, report, mode, nth, seed, count))
     proc.start()
-    if mode == "sigkill":
-        deadline = time.monotonic() + 30
-        while not (report.exists() and b"READY" in report.read_bytes()):
-            assert time.monotonic() < deadline and proc.is_alive(), "child did not start"
-            time.sleep(0.005)
-        time.sleep(rng.uniform(0.02, 0.3))
-        proc.kill()
-    proc.join(60)
+    with reaped([proc]):
+        if mode == "sigkill":
+            deadline = time.monotonic() + 30
+            while not (report.exists() and b"READY" in report.read_bytes()):
+                assert time.monotonic() < deadline and proc.is_alive(), "child did not start"
+                time.sleep(0.005)
+            time.sleep(rng.uniform(0.02, 0.3))
+            proc.kill()
+        proc.join(60)
     out = report.read_text() if report.exists() else ""
     assert proc.exitcode in (0, -9), f"{mode} N={nth}: exit {proc.exitcode}\n{out[-3000:]}"
     assert "UNSAVED" not in out and "ERROR" not in out, out[-3000:]

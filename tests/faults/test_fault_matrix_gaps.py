@@ -55,6 +55,7 @@ from hermes_repo.retry import RetryPolicy
 from hermes_repo.uow import UnitOfWork
 from tests.support import damage
 from tests.support.faultinject import FaultInjector, under
+from tests.support.processes import reaped
 from tests.support.spooling import MODULE, check_store, pending_files, raw, stored
 
 Msg = dict[str, Any]
@@ -429,7 +430,8 @@ def test_a_file_size_limit_gives_ioerr_write_and_the_flush_spools(home: Path) ->
     n = 8
     proc = FORK.Process(target=_fsize_child, args=(home, report, n))
     proc.start()
-    proc.join(60)
+    with reaped([proc]):
+        proc.join(60)
     out = report.read_text()
     assert proc.exitcode == 0, out
     ok = [line[3:] for line in out.splitlines() if line.startswith("OK ")]

@@ -29,6 +29,7 @@ from tests.support.fts_checks import (
     read_state,
     seed_store,
 )
+from tests.support.holding import held_by_another_process
 
 REPAIR = REPAIR_COMMAND.removeprefix("hermes-repo ")
 
@@ -185,11 +186,16 @@ def test_index_that_fell_behind_without_triggers_is_a_finding(seeded_home: Path)
         assert f"holds {ix.indexed_rows} of the {ix.covered_rows} rows" in finding.summary
 
 
-def test_old_sqlite_reports_wal_risk_and_skips_the_read_only_fts_check(seeded_home: Path) -> None:
+def test_old_sqlite_reports_wal_risk_and_skips_the_read_only_fts_check(
+    seeded_home: Path, tmp_path: Path
+) -> None:
     stdlib = select_driver("stdlib")
     if stdlib.has_wal_reset_fix:
         pytest.skip("the standard sqlite3 here already has the WAL-reset fix")
-    with StateStore.open(seeded_home):  # keeps the file in WAL mode while diagnosed
+    # Another PROCESS keeps the file in WAL mode while it is diagnosed: a store open in
+    # this process on pysqlite3 next to the doctor's standard sqlite3 would be two
+    # copies of SQLite on one file, blind to each other's locks.
+    with held_by_another_process(seeded_home, tmp_path / "signals"):
         report = diagnose(seeded_home, driver=stdlib)
     codes = [f.code for f in report.findings]
     if report.store.journal_mode == "wal":

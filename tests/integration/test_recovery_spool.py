@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from hermes_repo import IntegrityViolation, RecoveryReport, StateStore
 from hermes_repo.transcript import spool
+from tests.support.processes import reaped
 from tests.support.spooling import check_store, pending_files, stored, write_spool
 
 Msg = dict[str, Any]
@@ -286,7 +287,8 @@ def test_two_processes_recovering_at_once_insert_each_record_once(
         )
         for _ in range(2)
     ]
-    outs = [p.communicate(timeout=120) for p in procs]
+    with reaped(procs):
+        outs = [p.communicate(timeout=120) for p in procs]
     assert all(p.returncode == 0 for p in procs), [o[1][-2000:] for o in outs]
     reports = [json.loads(o[0]) for o in outs]
     assert sum(r[1] for r in reports) == sessions * (per_session + 20)

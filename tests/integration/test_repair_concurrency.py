@@ -23,6 +23,7 @@ import pytest
 from hermes_repo import StateStore
 from hermes_repo.transcript.reconcile import reconcile_session
 from hermes_repo.transcript.repair import violations
+from tests.support.processes import reaped
 from tests.support.transcripts import EXPECTED_ARCHIVED, MALFORMED, raw_connect, seed
 
 WORKER = r"""
@@ -79,19 +80,20 @@ def run_workers(home: Path, sid: str, n: int, mode: str, barrier: Path) -> list[
         )
         for tag in tags
     ]
-    # Start them together once every one has opened the store.
-    deadline = time.monotonic() + 60
-    while not all((barrier / f"ready-{t}").exists() for t in tags):
-        assert time.monotonic() < deadline, "workers did not start"
-        assert all(p.poll() is None for p in procs), [p.communicate() for p in procs]
-        time.sleep(0.005)
-    for t in tags:
-        (barrier / f"go-{t}").touch()
     out = []
-    for p in procs:
-        stdout, stderr = p.communicate(timeout=120)
-        assert p.returncode == 0, stderr
-        out.append(json.loads(stdout.strip().splitlines()[-1]))
+    with reaped(procs):
+        # Start them together once every one has opened the store.
+        deadline = time.monotonic() + 60
+        while not all((barrier / f"ready-{t}").exists() for t in tags):
+            assert time.monotonic() < deadline, "workers did not start"
+            assert all(p.poll() is None for p in procs), [p.communicate() for p in procs]
+            time.sleep(0.005)
+        for t in tags:
+            (barrier / f"go-{t}").touch()
+        for p in procs:
+            stdout, stderr = p.communicate(timeout=120)
+            assert p.returncode == 0, stderr
+            out.append(json.loads(stdout.strip().splitlines()[-1]))
     return out
 
 

@@ -18,9 +18,10 @@ from hermes_repo import HermesRepoError, StateStore
 
 def write(home: Path, session_id: str, count: int, tag: str) -> None:
     with StateStore.open(home, recover=False) as store:
-        with store.unit_of_work() as uow:
-            uow.sessions.ensure(session_id)
-            uow.commit()
+        # store.write, not a bare unit of work: six writers start at once, and with a
+        # rollback journal the first BEGIN IMMEDIATE may find the lock taken for longer
+        # than busy_timeout; only the write path replays the unit within its budget.
+        store.write(lambda uow: uow.sessions.ensure(session_id))
         for i in range(count):
             uid = f"{tag}-{i}-{uuid.uuid4().hex[:8]}"
             store.append_message(

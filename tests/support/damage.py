@@ -1,7 +1,8 @@
 """Deterministic damage of a closed SQLite database file, for corruption tests.
 
 Every function takes the path of a database that no one has open. It first
-opens the file with the given DB-API module (stdlib ``sqlite3`` by default),
+opens the file with the given DB-API module (by default the store's driver,
+``hermes_repo.engine.select_driver().module``),
 runs ``PRAGMA wal_checkpoint(TRUNCATE)`` so that every page lives in the main
 file, closes that handle, and only then damages the file. If a page still had
 a newer copy in the ``-wal``, reads would use that copy and the damage would
@@ -30,11 +31,12 @@ from __future__ import annotations
 import hashlib
 import os
 import random
-import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
+
+from hermes_repo.engine import select_driver
 
 __all__ = [
     "NOTADB_HEADER",
@@ -57,6 +59,10 @@ __all__ = [
     "root_page",
     "write_notadb_header",
 ]
+
+# The store's own SQLite by default: a second copy in this process would not see the
+# store's locks (see the module docstring).
+DRIVER: ModuleType = select_driver().module
 
 StrPath = str | os.PathLike[str]
 PageType = Literal["leaf", "internal", "overflow"]
@@ -84,7 +90,7 @@ def _checkpoint(con: Any) -> None:
         raise DamageError("wal_checkpoint(TRUNCATE) could not complete: close every handle first")
 
 
-def checkpoint_and_close(path: StrPath, *, module: ModuleType = sqlite3) -> None:
+def checkpoint_and_close(path: StrPath, *, module: ModuleType = DRIVER) -> None:
     """Move all WAL content into the main file and truncate the ``-wal``."""
     con = _open(path, module)
     try:
@@ -133,7 +139,7 @@ def _ident(name: str) -> str:
 
 
 def fts_delete_structure(
-    path: StrPath, idx: str = "messages_fts", *, module: ModuleType = sqlite3
+    path: StrPath, idx: str = "messages_fts", *, module: ModuleType = DRIVER
 ) -> None:
     """Case A: delete the structure record.
 
@@ -149,7 +155,7 @@ def fts_delete_structure(
 
 
 def fts_zero_structure(
-    path: StrPath, idx: str = "messages_fts", *, module: ModuleType = sqlite3
+    path: StrPath, idx: str = "messages_fts", *, module: ModuleType = DRIVER
 ) -> None:
     """Case B: zero the structure record (same length).
 
@@ -169,7 +175,7 @@ def fts_garbage_leaves(
     idx: str = "messages_fts",
     *,
     seed: int = 0,
-    module: ModuleType = sqlite3,
+    module: ModuleType = DRIVER,
 ) -> int:
     """Case C: replace every leaf block (id > 10) with seeded random bytes.
 
@@ -187,7 +193,7 @@ def fts_garbage_leaves(
 
 
 def fts_delete_averages(
-    path: StrPath, idx: str = "messages_fts", *, module: ModuleType = sqlite3
+    path: StrPath, idx: str = "messages_fts", *, module: ModuleType = DRIVER
 ) -> None:
     """Case D: delete the averages record (writes fail, MATCH still works)."""
     _fts_damage(
@@ -203,7 +209,7 @@ def fts_bad_config_version(
     idx: str = "messages_fts",
     *,
     version: int = 99,
-    module: ModuleType = sqlite3,
+    module: ModuleType = DRIVER,
 ) -> None:
     """Case E: set the stored file-format version to an unsupported value.
 
@@ -219,7 +225,7 @@ def fts_bad_config_version(
 
 
 def fts_delete_all_data(
-    path: StrPath, idx: str = "messages_fts", *, module: ModuleType = sqlite3
+    path: StrPath, idx: str = "messages_fts", *, module: ModuleType = DRIVER
 ) -> None:
     """Case F: delete every row of the ``_data`` shadow table.
 
@@ -336,7 +342,7 @@ def btree_pages(
     name: str,
     pagetype: PageType | None = "leaf",
     *,
-    module: ModuleType = sqlite3,
+    module: ModuleType = DRIVER,
 ) -> list[int]:
     """Page numbers of the b-tree of table or index ``name``, in key order.
 
@@ -353,7 +359,7 @@ def btree_pages(
     return [p for p, kind in pages if pagetype is None or kind == pagetype]
 
 
-def root_page(path: StrPath, name: str, *, module: ModuleType = sqlite3) -> int:
+def root_page(path: StrPath, name: str, *, module: ModuleType = DRIVER) -> int:
     """Root page number of table or index ``name`` (the schema table's is 1)."""
     con = _open(path, module)
     try:
@@ -375,7 +381,7 @@ def overwrite_page(
     *,
     offset: int = 0,
     seed: int = 0,
-    module: ModuleType = sqlite3,
+    module: ModuleType = DRIVER,
 ) -> None:
     """Overwrite page ``pageno`` (1-based) of the main file, starting at ``offset``.
 
@@ -399,7 +405,7 @@ def overwrite_page(
 
 
 def damage_first_leaf(
-    path: StrPath, table: str, *, seed: int = 0, module: ModuleType = sqlite3
+    path: StrPath, table: str, *, seed: int = 0, module: ModuleType = DRIVER
 ) -> int:
     """Randomise the first leaf (lowest keys) of ``table``; returns its page number."""
     pageno = btree_pages(path, table, "leaf", module=module)[0]
@@ -407,7 +413,7 @@ def damage_first_leaf(
     return pageno
 
 
-def damage_root(path: StrPath, name: str, *, seed: int = 0, module: ModuleType = sqlite3) -> int:
+def damage_root(path: StrPath, name: str, *, seed: int = 0, module: ModuleType = DRIVER) -> int:
     """Randomise the root page of table or index ``name``; returns its page number."""
     pageno = root_page(path, name, module=module)
     overwrite_page(path, pageno, seed=seed, module=module)
@@ -420,7 +426,7 @@ def damage_fts_shadow_page(
     *,
     which: int = -1,
     seed: int = 0,
-    module: ModuleType = sqlite3,
+    module: ModuleType = DRIVER,
 ) -> int:
     """Randomise one leaf page of ``{idx}_data``; returns its page number.
 
@@ -435,7 +441,7 @@ def damage_fts_shadow_page(
     return pageno
 
 
-def write_notadb_header(path: StrPath, *, module: ModuleType = sqlite3) -> None:
+def write_notadb_header(path: StrPath, *, module: ModuleType = DRIVER) -> None:
     """Replace the 16-byte magic string at offset 0 (gives SQLITE_NOTADB)."""
     checkpoint_and_close(path, module=module)
     with open(path, "r+b") as f:

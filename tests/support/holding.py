@@ -17,7 +17,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["held_by_another_process"]
+__all__ = [
+    "LockingProcess",
+    "held_alone_by_another_process",
+    "held_by_another_process",
+    "locked_by_another_process",
+]
 
 _HOLDER = textwrap.dedent(
     """
@@ -58,6 +63,148 @@ def held_by_another_process(home: Path, signals: Path) -> Iterator[subprocess.Po
                 raise RuntimeError(f"the holder process exited before opening the store: {err}")
             if time.monotonic() > deadline:
                 raise RuntimeError("the holder process did not open the store within 30 s")
+            time.sleep(0.02)
+        yield proc
+    finally:
+        stop.touch()
+        try:
+            proc.wait(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            if proc.stderr is not None:
+                proc.stderr.close()
+
+
+_LOCKER = textwrap.dedent(
+    """
+    import pathlib, sys, time
+    from hermes_repo.engine import select_driver
+
+    db, signals, hold_s = sys.argv[1], pathlib.Path(sys.argv[2]), float(sys.argv[3])
+    stop = signals / "locker.stop"
+    con = select_driver().module.connect(db, isolation_level=None, timeout=30)
+    # A rollback journal: the writer's lock blocks readers (in WAL it would not).
+    mode = con.execute("PRAGMA journal_mode = DELETE").fetchone()[0]
+    assert mode == "delete", mode
+    holds = 0
+    deadline = time.monotonic() + 120
+    while not stop.exists() and time.monotonic() < deadline:
+        con.execute("BEGIN EXCLUSIVE")
+        con.execute("UPDATE state_meta SET updated_at = updated_at")
+        holds += 1
+        (signals / "locker.holds").write_text(str(holds))
+        until = time.monotonic() + hold_s
+        while time.monotonic() < until and not stop.exists():
+            time.sleep(0.02)
+        con.execute("COMMIT")
+        time.sleep(0.05)
+    con.close()
+    """
+)
+
+
+class LockingProcess:
+    """A subprocess that commits in a loop, holding the write lock ``hold_s`` each time."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], signals: Path) -> None:
+        self.proc = proc
+        self._holds = signals / "locker.holds"
+        self._seen = 0
+
+    def _count(self) -> int:
+        try:
+            return int(self._holds.read_text() or 0)
+        except (OSError, ValueError):
+            return 0
+
+    def wait_for_next_hold(self) -> None:
+        """Return once the process has taken the lock again since the last call."""
+        deadline = time.monotonic() + 60
+        while self._count() <= self._seen:
+            if self.proc.poll() is not None:
+                err = self.proc.stderr.read().decode() if self.proc.stderr else ""
+                raise RuntimeError(f"the locking process exited: {err}")
+            if time.monotonic() > deadline:
+                raise RuntimeError("the locking process took no lock within 60 s")
+            time.sleep(0.005)
+        self._seen = self._count()
+
+
+@contextmanager
+def locked_by_another_process(
+    db_path: Path, signals: Path, *, hold_s: float, driver: str
+) -> Iterator[LockingProcess]:
+    """Yield a subprocess that holds ``BEGIN EXCLUSIVE`` on ``db_path`` for ``hold_s``
+    seconds at a time (committing in between) until the block ends.
+
+    The file is switched to a rollback journal first. ``driver`` (``stdlib`` or
+    ``pysqlite3``) is the SQLite the subprocess uses: its own copy, in its own process.
+    """
+    import os
+
+    signals.mkdir(parents=True, exist_ok=True)
+    for name in ("locker.stop", "locker.holds"):
+        (signals / name).unlink(missing_ok=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _LOCKER, str(db_path), str(signals), str(hold_s)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "HERMES_REPO_DRIVER": driver},
+    )
+    try:
+        yield LockingProcess(proc, signals)
+    finally:
+        (signals / "locker.stop").touch()
+        try:
+            proc.wait(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            if proc.stderr is not None:
+                proc.stderr.close()
+
+
+_ALONE = textwrap.dedent(
+    """
+    import pathlib, sys, time
+    from hermes_repo.holders import HolderLock
+
+    db, ready, stop = (pathlib.Path(a) for a in sys.argv[1:4])
+    with HolderLock(db).exclusive():  # what a repair or a snapshot restore holds
+        ready.touch()
+        deadline = time.monotonic() + 20
+        while not stop.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+    """
+)
+
+
+@contextmanager
+def held_alone_by_another_process(
+    db_path: Path, signals: Path
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Yield a subprocess holding the store *exclusively* (as a repair does) until the
+    block ends, or 20 s pass."""
+    signals.mkdir(parents=True, exist_ok=True)
+    ready, stop = signals / "alone.ready", signals / "alone.stop"
+    ready.unlink(missing_ok=True)
+    stop.unlink(missing_ok=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _ALONE, str(db_path), str(ready), str(stop)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists():
+            if proc.poll() is not None:
+                err = proc.stderr.read().decode() if proc.stderr else ""
+                raise RuntimeError(f"the exclusive holder exited before locking: {err}")
+            if time.monotonic() > deadline:
+                raise RuntimeError("the exclusive holder did not lock within 30 s")
             time.sleep(0.02)
         yield proc
     finally:
