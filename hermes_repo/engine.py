@@ -26,7 +26,7 @@ from types import ModuleType
 from typing import Any, Literal
 
 from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import URL, Connection
 
 from .errors import ConfigurationError, UnsafePathError
 
@@ -40,6 +40,7 @@ __all__ = [
     "default_home",
     "prepare_path",
     "select_driver",
+    "sqlite_uri",
 ]
 
 DB_NAME = "state.db"
@@ -138,6 +139,15 @@ def prepare_path(db_path: Path) -> None:
     os.close(fd)
 
 
+def sqlite_uri(db_path: Path, mode: Literal["ro", "rw", "rwc"] = "ro") -> str:
+    """A ``file:`` URI for ``db_path`` that SQLite reads back as exactly that path.
+
+    Every byte that means something in a URI (``?``, ``#``, ``%``, spaces, non-ASCII)
+    is percent-encoded; SQLite decodes it again. Pass it with ``uri=True``.
+    """
+    return Path(db_path).absolute().as_uri() + f"?mode={mode}"
+
+
 def _on_connect(driver: Driver, busy_timeout_ms: int) -> Any:
     def connect(dbapi_conn: Any, _record: Any) -> None:
         # Take transaction control away from pysqlite; the begin hook emits BEGIN itself.
@@ -183,7 +193,12 @@ def create_store_engine(
     """
     drv = driver or select_driver()
     prepare_path(db_path)
-    url = f"sqlite+pysqlite:///{db_path}"
+    # The path goes in as the URL's database *component*, never through a URL string:
+    # `sqlite:///{path}` would read a `?` in a folder name as the start of a query
+    # string (the store silently opening another file) and decode `%41` to `A`. The
+    # pysqlite dialect hands this component to connect() as a plain, absolute file
+    # name, with SQLite's URI parsing off, so every byte of the path is taken as is.
+    url = URL.create("sqlite+pysqlite", database=str(Path(db_path).absolute()))
     engine = create_engine(url, module=drv.module, **engine_kwargs)
     engine.info_driver = drv  # type: ignore[attr-defined]
     event.listen(engine, "connect", _on_connect(drv, busy_timeout_ms))
