@@ -128,6 +128,20 @@ def prepare_path(db_path: Path) -> None:
             f"{db_path} is a symlink; the store refuses to write through it. "
             "Replace it with the real file (or point --home / HERMES_HOME at the real folder)"
         )
+    for suffix in ("-wal", "-shm", "-journal"):
+        # SQLite opens these by name, following a symlink, and reports a folder in
+        # their place only as "unable to open database file".
+        side = db_path.with_name(db_path.name + suffix)
+        try:
+            mode = os.lstat(side).st_mode
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISREG(mode):
+            what = "a symlink" if stat.S_ISLNK(mode) else "not a regular file"
+            raise UnsafePathError(
+                f"{side} is {what}; SQLite would keep the store's journal there. Move it "
+                "away (stop every process using the store first) and retry"
+            )
     if db_path.exists():
         if not stat.S_ISREG(db_path.stat().st_mode):
             raise UnsafePathError(f"{db_path} is not a regular file; move it away and retry")

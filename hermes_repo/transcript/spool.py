@@ -35,15 +35,17 @@ created 0700 and opened with ``O_NOFOLLOW | O_DIRECTORY``; files are opened rela
 that folder's descriptor with ``O_NOFOLLOW`` (``O_APPEND`` for writing) and created
 0600, so no symlink, in place of the folder or of a file, can redirect a write
 (:class:`~hermes_repo.errors.UnsafePathError`). Every reader and writer of one spool
-file holds its lock file (``<file>.lock``, a ``filelock`` flock that dies with its
+file holds its lock file (``<file>.lock``, an ``flock`` that dies with its
 process), so recovery never reads a line a live writer is still appending, and never
-deletes a file under one.
+deletes a file under one. A symlink, folder or unreadable file at any of these names
+is an :class:`~hermes_repo.errors.UnsafePathError` naming it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import json
 import os
 import re
@@ -53,8 +55,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import filelock
 
 from ..codec import dumps
 from ..errors import IntegrityViolation, UnsafePathError
@@ -95,6 +95,7 @@ SESSION_KEY = "session_id"
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _APPEND_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+_LOCK_FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
 
 # -- records -------------------------------------------------------------------------
@@ -385,6 +386,10 @@ def _open_in(dir_fd: int, name: str, flags: int, path: Path) -> int:
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise _unsafe(path, "a symlink") from exc
+        if exc.errno in (errno.EISDIR, errno.ENXIO):
+            raise _unsafe(path, "not a regular file") from exc
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            raise _unsafe(path, "not readable and writable by this process") from exc
         raise
 
 
@@ -399,22 +404,36 @@ def _write_all(fd: int, data: bytes) -> None:
 def spool_lock(home: str | os.PathLike[str], name: str, *, timeout: float = -1) -> Iterator[None]:
     """Hold the lock of spool file ``name`` (waits; ``timeout`` < 0 waits forever).
 
-    The lock file is created 0600 through the folder's descriptor first, so the lock
-    library only ever opens an existing regular file (never a planted symlink). It is
-    left in place on release: waiters must lock the same inode.
+    The lock is a ``flock`` on ``<name>.lock``, opened 0600 through the folder's
+    descriptor with ``O_NOFOLLOW`` and locked on that very descriptor, so a symlink
+    planted at the lock's name is refused, never followed (between a check and a
+    second open by name, it could be). The file is left in place on release: waiters
+    must lock the same inode. Raises :class:`TimeoutError` when ``timeout`` runs out.
     """
     lock_name = name + LOCK_SUFFIX
     path = sessions_dir(home) / lock_name
     with _open_dir(home, create=True) as dir_fd:
         assert dir_fd is not None
-        fd = _open_in(dir_fd, lock_name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, path)
+        fd = _open_in(dir_fd, lock_name, _LOCK_FLAGS, path)
+    try:
+        _check_regular(fd, path)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | (fcntl.LOCK_NB if timeout >= 0 else 0))
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise TimeoutError(
+                        f"{path} is held by another process; retry when it is done"
+                    ) from None
+                time.sleep(0.02)
         try:
-            _check_regular(fd, path)
+            yield
         finally:
-            os.close(fd)
-    lock = filelock.FileLock(str(path), timeout=timeout, mode=0o600)
-    with lock:
-        yield
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 def append_lines(home: str | os.PathLike[str], name: str, lines: Sequence[bytes]) -> Path:
