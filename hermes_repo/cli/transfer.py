@@ -459,8 +459,7 @@ def _write_failed(output: Path, exc: OSError) -> HermesRepoError:
             "its disk or choose another file for -o, then export again"
         )
     return ConfigurationError(
-        f"cannot write the export {output}: {cause} (left as it was); check that its "
-        "folder exists and is writable, then export again"
+        f"cannot write {output}: {cause}; check that its folder exists and is writable"
     )
 
 
