@@ -110,7 +110,14 @@ def default_home() -> Path:
 
 
 def db_path_for_home(home: str | os.PathLike[str] | None) -> Path:
-    return (Path(home).expanduser() if home is not None else default_home()) / DB_NAME
+    """``<home>/state.db`` as an absolute path (``home`` None: :func:`default_home`).
+
+    Absolute because SQLite (built with ``SQLITE_USE_URI``, as both drivers here are)
+    reads any file name that starts with ``file:`` as a URI: a relative home called
+    ``file:x`` would otherwise send plain ``connect(path)`` calls to ``x``.
+    """
+    folder = Path(home).expanduser() if home is not None else default_home()
+    return folder.absolute() / DB_NAME
 
 
 def prepare_path(db_path: Path) -> None:

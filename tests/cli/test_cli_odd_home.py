@@ -48,3 +48,19 @@ def test_cli_works_with_an_oddly_named_home(tmp_path: Path, cli: Cli) -> None:
     )
     assert strays == []
     assert (home / "state.db").read_bytes()[:16] == b"SQLite format 3\x00"
+
+
+def test_a_relative_home_that_looks_like_a_file_uri_stays_that_folder(
+    tmp_path: Path, cli: Cli
+) -> None:
+    # SQLite (built with SQLITE_USE_URI) reads a file name starting with "file:" as a
+    # URI: a relative home "file:odd" sent the snapshot's plain connect() to "odd".
+    cwd = tmp_path / "cwd"
+    upgraded = cli("--home", "file:odd", "db", "upgrade")
+    assert upgraded.code == 0, upgraded.stderr
+    snap = cli("--home", "file:odd", "snapshot", "create")
+    assert snap.code == 0, snap.stderr
+    assert list((cwd / "file:odd" / "state-snapshots").glob("*.db"))
+    repaired = cli("--home", "file:odd", "sessions", "repair")
+    assert repaired.code == 0, repaired.stdout + repaired.stderr
+    assert sorted(p.name for p in cwd.iterdir()) == ["file:odd"]
