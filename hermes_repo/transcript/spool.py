@@ -12,16 +12,17 @@ by older tools) are read too.
 File names: ``<sid>`` stands for the *encoded* session id (:func:`encode_session_id`).
 Names of ids made of lower-case letters, digits, ``_``, ``-`` and ``:`` are the id
 itself; ``.`` becomes ``+`` and upper-case letters become lower case with a mask of
-their positions after ``=`` (``Chat.v2`` -> ``chat+v2=9``). So the sid part never holds
+their positions after ``=`` (``Chat.V2`` -> ``chat+v2=21``). So the sid part never holds
 a ``.`` (the first ``.`` starts the suffix: ``chat.pending`` salvaging to
 ``chat+pending.jsonl`` never meets ``chat.pending.jsonl``, the retry queue of ``chat``)
 and is all lower case (``Chat-1`` and ``chat-1`` stay two files on a case-insensitive
 filesystem). Files of the previous version, named ``<id><suffix>`` with the id as is,
 are still found, listed and replayed; in the one case where such a name is ambiguous
 (``x.pending.jsonl``: the queue of ``x`` or the salvage file of ``x.pending``) it is
-read as the queue of ``x``, the common case. A spool
-file is only ever appended to, then fsynced with its folder, and deleted by recovery after
-the records are committed (see :mod:`hermes_repo.transcript.recovery`).
+read as the queue of ``x``, the common case.
+
+A spool file is only ever appended to, then fsynced with its folder, and deleted by
+recovery after the records are committed (see :mod:`hermes_repo.transcript.recovery`).
 
 Two siblings share the format and the safety rules but are never replayed:
 
