@@ -58,7 +58,9 @@ def test_side_files_are_created_private(home: Path) -> None:
 
 
 @pytest.mark.parametrize("kind", ["symlink", "folder"])
-@pytest.mark.parametrize("name", ["state.db.holders", "state.db-wal", "state.db-shm"])
+@pytest.mark.parametrize(
+    "name", ["state.db.holders", "state.db-wal", "state.db-shm", "state.db-journal"]
+)
 def test_open_refuses_an_unsafe_side_file_and_names_it(
     home: Path, tmp_path: Path, name: str, kind: str
 ) -> None:
