@@ -38,13 +38,25 @@ def test_cli_works_with_an_oddly_named_home(tmp_path: Path, cli: Cli) -> None:
     exported = cli("--home", home, "sessions", "export", "odd-1", "-o", out)
     assert exported.code == 0, exported.stderr
     assert "hello from an odd folder" in out.read_text(encoding="utf-8")
+    for args in (("db", "current"), ("db", "check"), ("sessions", "repair")):
+        ran = cli("--home", home, *args)
+        assert ran.code == 0, (args, ran.stdout, ran.stderr)
+    # Salvage reads its private copy by file: URI, and builds the new store by path.
+    recovered = tmp_path / "bots" / "rec?x#y%41"
+    salvage = cli(
+        "sessions", "recover", "--source", home / "state.db", "--output", recovered / "new.db"
+    )
+    assert salvage.code == 0, salvage.stdout + salvage.stderr
+    assert (recovered / "new.db").read_bytes()[:16] == b"SQLite format 3\x00"
     # The same home through HERMES_HOME.
     env_listed = cli("sessions", "list", "--json", env={"HERMES_HOME": str(home)})
     assert env_listed.code == 0 and "odd-1" in env_listed.stdout, env_listed.stderr
     created = _tree(tmp_path) - before
-    inside = ("bots", "bots/a?b#c%41 d é", "bots/export?x#y.jsonl", "cwd")
+    inside = ("bots", "bots/a?b#c%41 d é", "bots/export?x#y.jsonl", "cwd", "bots/rec?x#y%41")
     strays = sorted(
-        p for p in created if p not in inside and not p.startswith("bots/a?b#c%41 d é/")
+        p
+        for p in created
+        if p not in inside and not p.startswith(("bots/a?b#c%41 d é/", "bots/rec?x#y%41/"))
     )
     assert strays == []
     assert (home / "state.db").read_bytes()[:16] == b"SQLite format 3\x00"
