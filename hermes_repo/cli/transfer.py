@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import secrets
+import stat
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -437,9 +438,17 @@ def _refuse_store_targets(output: Path, home: Path) -> None:
                 f"writes; {fix}"
             )
     try:
+        mode = os.stat(output).st_mode
+        if not stat.S_ISREG(mode):
+            # A FIFO or a device (`-o /dev/stdout`): reading its header could block, and
+            # the rename that completes an export would replace the device's name.
+            raise UnsafePathError(
+                f"{output} is not a regular file; the export writes a new file and renames "
+                f"it into place; leave out -o to write to stdout, or {fix}"
+            )
         with open(output, "rb") as existing:
             header = existing.read(len(SQLITE_HEADER))
-    except (FileNotFoundError, IsADirectoryError):
+    except FileNotFoundError:
         return
     except OSError as exc:
         raise ConfigurationError(

@@ -137,3 +137,17 @@ def test_export_onto_a_full_disk_names_the_file_and_leaves_it(
         assert out.read_text() == "previous export\n"
         assert sorted(p.name for p in disk.iterdir()) == ["t.jsonl"]
     _store_still_works(cli, home, sid)
+
+
+def test_export_refuses_a_fifo_or_device_without_blocking(
+    home: Path, cli: Cli, tmp_path: Path
+) -> None:
+    # Reading the header of a FIFO would block, and the final rename would replace it.
+    sid = _session(home)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    result = cli("--home", home, "sessions", "export", sid, "-o", fifo)
+    assert result.code == 1
+    line = _only_error_line(result.stderr)
+    assert str(fifo) in line and "not a regular file" in line
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
