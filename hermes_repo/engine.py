@@ -217,8 +217,9 @@ def create_store_engine(
     # The path goes in as the URL's database *component*, never through a URL string:
     # `sqlite:///{path}` would read a `?` in a folder name as the start of a query
     # string (the store silently opening another file) and decode `%41` to `A`. The
-    # pysqlite dialect hands this component to connect() as a plain, absolute file
-    # name, with SQLite's URI parsing off, so every byte of the path is taken as is.
+    # pysqlite dialect hands this component to connect() as a plain file name (no
+    # uri=True); being absolute, it never starts with `file:`, which SQLite built with
+    # SQLITE_USE_URI would parse as a URI anyway. Every byte of the path is taken as is.
     url = URL.create("sqlite+pysqlite", database=str(Path(db_path).absolute()))
     engine = create_engine(url, module=drv.module, **engine_kwargs)
     engine.info_driver = drv  # type: ignore[attr-defined]
