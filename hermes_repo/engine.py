@@ -28,7 +28,7 @@ from types import ModuleType
 from typing import Any, Literal
 
 from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import URL, Connection
 
 from .errors import ConfigurationError, UnsafePathError
 
@@ -42,6 +42,7 @@ __all__ = [
     "default_home",
     "prepare_path",
     "select_driver",
+    "sqlite_uri",
 ]
 
 DB_NAME = "state.db"
@@ -111,7 +112,14 @@ def default_home() -> Path:
 
 
 def db_path_for_home(home: str | os.PathLike[str] | None) -> Path:
-    return (Path(home).expanduser() if home is not None else default_home()) / DB_NAME
+    """``<home>/state.db`` as an absolute path (``home`` None: :func:`default_home`).
+
+    Absolute because SQLite (built with ``SQLITE_USE_URI``, as both drivers here are)
+    reads any file name that starts with ``file:`` as a URI: a relative home called
+    ``file:x`` would otherwise send plain ``connect(path)`` calls to ``x``.
+    """
+    folder = Path(home).expanduser() if home is not None else default_home()
+    return folder.absolute() / DB_NAME
 
 
 def prepare_path(db_path: Path) -> None:
@@ -129,6 +137,20 @@ def prepare_path(db_path: Path) -> None:
             f"{db_path} is a symlink; the store refuses to write through it. "
             "Replace it with the real file (or point --home / HERMES_HOME at the real folder)"
         )
+    for suffix in ("-wal", "-shm", "-journal"):
+        # SQLite opens these by name, following a symlink, and reports a folder in
+        # their place only as "unable to open database file".
+        side = db_path.with_name(db_path.name + suffix)
+        try:
+            mode = os.lstat(side).st_mode
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISREG(mode):
+            what = "a symlink" if stat.S_ISLNK(mode) else "not a regular file"
+            raise UnsafePathError(
+                f"{side} is {what}; SQLite would keep the store's journal there. Move it "
+                "away (stop every process using the store first) and retry"
+            )
     if db_path.exists():
         if not stat.S_ISREG(db_path.stat().st_mode):
             raise UnsafePathError(f"{db_path} is not a regular file; move it away and retry")
@@ -138,6 +160,15 @@ def prepare_path(db_path: Path) -> None:
     except FileExistsError:
         return  # another process created it first; the checks above ran on its file
     os.close(fd)
+
+
+def sqlite_uri(db_path: Path, mode: Literal["ro", "rw", "rwc"] = "ro") -> str:
+    """A ``file:`` URI for ``db_path`` that SQLite reads back as exactly that path.
+
+    Every byte that means something in a URI (``?``, ``#``, ``%``, spaces, non-ASCII)
+    is percent-encoded; SQLite decodes it again. Pass it with ``uri=True``.
+    """
+    return Path(db_path).absolute().as_uri() + f"?mode={mode}"
 
 
 JournalSwitchGuard = Callable[[], AbstractContextManager[bool]]
@@ -200,7 +231,13 @@ def create_store_engine(
     """
     drv = driver or select_driver()
     prepare_path(db_path)
-    url = f"sqlite+pysqlite:///{db_path}"
+    # The path goes in as the URL's database *component*, never through a URL string:
+    # `sqlite:///{path}` would read a `?` in a folder name as the start of a query
+    # string (the store silently opening another file) and decode `%41` to `A`. The
+    # pysqlite dialect hands this component to connect() as a plain file name (no
+    # uri=True); being absolute, it never starts with `file:`, which SQLite built with
+    # SQLITE_USE_URI would parse as a URI anyway. Every byte of the path is taken as is.
+    url = URL.create("sqlite+pysqlite", database=str(Path(db_path).absolute()))
     engine = create_engine(url, module=drv.module, **engine_kwargs)
     engine.info_driver = drv  # type: ignore[attr-defined]
     event.listen(engine, "connect", _on_connect(drv, busy_timeout_ms, journal_switch))

@@ -18,6 +18,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from .sidefiles import open_side_file
+
 __all__ = ["HolderLock", "StoreHeldError", "holder_pids", "holders_path"]
 
 
@@ -87,7 +89,8 @@ def holder_pids(db_path: Path) -> tuple[int, ...]:
 
 
 def _open_lock_file(path: Path) -> int:
-    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    # 0600, never through a symlink, a regular file or an UnsafePathError naming it.
+    return open_side_file(path)
 
 
 class HolderLock:

@@ -35,7 +35,7 @@ from typing import Any
 from sqlalchemy import Engine, event
 from sqlalchemy.engine import Connection, ExceptionContext
 
-from .engine import WRITE_OPTION, Driver
+from .engine import WRITE_OPTION, Driver, sqlite_uri
 from .errors import (
     SQLITE_CORRUPT,
     SQLITE_NOTADB,
@@ -136,7 +136,7 @@ def canonical_tables_ok(driver: Driver, db_path: Path) -> bool:
     page raise the same code. Opened ``mode=ro`` so the probe can never write.
     """
     try:
-        conn = driver.module.connect(f"file:{db_path}?mode=ro", uri=True)
+        conn = driver.module.connect(sqlite_uri(db_path), uri=True)
     except driver.module.Error:
         return False
     try:
@@ -248,7 +248,7 @@ _sentinels: list[Any] = []
 
 def _hold_sentinel(driver: Driver, db_path: Path) -> None:
     try:
-        s = driver.module.connect(f"file:{db_path}?mode=ro", uri=True)
+        s = driver.module.connect(sqlite_uri(db_path), uri=True)
         s.execute("BEGIN")
         s.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
     except driver.module.Error:

@@ -22,9 +22,12 @@ and its occurrence number, so files without uids re-import as no-ops too.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import secrets
+import stat
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -36,9 +39,12 @@ import click
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
 from ..codec import dumps, message_to_row
-from ..errors import HermesRepoError
+from ..engine import DB_NAME
+from ..errors import ConfigurationError, HermesRepoError, StorageFullError, UnsafePathError
 from ..ids import validate_session_id
+from ..ops.snapshots import SNAPSHOT_DIR
 from ..repositories import SessionRepository
+from ..transcript.spool import SESSIONS_DIR
 from ..uow import UnitOfWork
 from ._output import CliError, echo_json, format_time, stderr_console
 from .sessions import content_text, read_session, session_dict
@@ -406,28 +412,94 @@ def render_markdown(info: dict[str, Any], messages: list[dict[str, Any]]) -> str
     return "\n".join(out).rstrip() + "\n"
 
 
+SQLITE_HEADER = b"SQLite format 3\x00"
+# errnos that mean the storage refused the bytes, not the path.
+_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+
+
+def _refuse_store_targets(output: Path, home: Path) -> None:
+    """Refuse an export target that is a database or one of the store's own files.
+
+    ``-o ~/.hermes/state.db`` used to replace the live database with JSON Lines and
+    exit 0. Paths are compared after resolving symlinks, so no spelling slips past.
+    """
+    target = Path(os.path.realpath(output))
+    real_home = Path(os.path.realpath(home))
+    fix = "choose another file for -o"
+    if target.parent == real_home and target.name.startswith(DB_NAME):
+        raise UnsafePathError(
+            f"{output} is one of the store's own files ({target.name}); the export "
+            f"never writes over the store; {fix}"
+        )
+    for folder in (SESSIONS_DIR, SNAPSHOT_DIR):
+        if target.is_relative_to(os.path.realpath(real_home / folder)):
+            raise UnsafePathError(
+                f"{output} is inside the store's {folder}/ folder, which only the store "
+                f"writes; {fix}"
+            )
+    try:
+        mode = os.stat(output).st_mode
+        if not stat.S_ISREG(mode):
+            # A FIFO or a device (`-o /dev/stdout`): reading its header could block, and
+            # the rename that completes an export would replace the device's name.
+            raise UnsafePathError(
+                f"{output} is not a regular file; the export writes a new file and renames "
+                f"it into place; leave out -o to write to stdout, or {fix}"
+            )
+        with open(output, "rb") as existing:
+            header = existing.read(len(SQLITE_HEADER))
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot check the existing {output}: {exc.strerror}; {fix}"
+        ) from exc
+    if header == SQLITE_HEADER:
+        raise UnsafePathError(
+            f"{output} is an SQLite database; the export refuses to write JSON over it; {fix}"
+        )
+
+
+def _write_failed(output: Path, exc: OSError) -> HermesRepoError:
+    cause = exc.strerror or str(exc)
+    if exc.errno in _FULL_ERRNOS:
+        return StorageFullError(
+            f"cannot write the export {output}: {cause} (left as it was); free space on "
+            "its disk or choose another file for -o, then export again"
+        )
+    return ConfigurationError(
+        f"cannot write {output}: {cause}; check that its folder exists and is writable"
+    )
+
+
 @contextmanager
 def _output_stream(output: Path | None) -> Iterator[IO[str]]:
-    """stdout, or ``output`` written atomically with mode 0600 (transcripts are private)."""
+    """stdout, or ``output`` written atomically with mode 0600 (transcripts are private).
+
+    The text goes to a new temporary file beside ``output`` (0600, ``O_EXCL``, never
+    through a symlink), is fsynced, and only then renamed over ``output``: a failure
+    or an interruption part-way leaves ``output`` as it was and no temporary file.
+    """
     if output is None:
         yield sys.stdout
         return
-    tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
+    tmp = output.with_name(f".{output.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        fd = os.open(tmp, flags, 0o600)
     except OSError as exc:
         # Name the file the user asked for, not the temporary one beside it.
-        raise CliError(
-            f"cannot write {output}: {exc.strerror}; check that its folder exists and is writable"
-        ) from exc
+        raise _write_failed(output, exc) from exc
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, output)
-    except BaseException:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise _write_failed(output, exc) from exc
         raise
 
 
@@ -445,7 +517,10 @@ def _output_stream(output: Path | None) -> Iterator[IO[str]]:
     "--output",
     "-o",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Write to this file (mode 0600) instead of stdout.",
+    help=(
+        "Write to this file (mode 0600, replaced only once complete) instead of stdout; "
+        "never an existing SQLite database or one of the store's files."
+    ),
 )
 @click.pass_obj
 def export_command(state: CliState, session_id: str, fmt: str, output: Path | None) -> None:
@@ -461,6 +536,8 @@ def export_command(state: CliState, session_id: str, fmt: str, output: Path | No
     Example:
       hermes-repo sessions export SID --format markdown -o transcript.md
     """
+    if output is not None:
+        _refuse_store_targets(output, state.db_path.parent)
     store = state.store
     with read_session(store) as session:
         info = session_dict(SessionRepository(session).require(session_id))

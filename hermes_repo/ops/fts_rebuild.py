@@ -22,21 +22,22 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import filelock
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import DBAPIError
 
 from .. import fts
 from ..engine import WRITE_OPTION
-from ..errors import ErrorKind, StateDbCorruptError, classify
+from ..errors import ErrorKind, HermesRepoError, StateDbCorruptError, classify
 from ..holders import HolderLock, StoreHeldError
 from ..quarantine import is_quarantined
+from ..sidefiles import exclusive_lock, open_side_file, replace_side_file
 from .backup import timestamped_backup
 
 __all__ = ["MAX_AUTOMATIC_ATTEMPTS", "RebuildOutcome", "canonical_counts", "guarded_rebuild"]
@@ -76,18 +77,26 @@ def _ledger_path(db_path: Path) -> Path:
 
 
 def _read_ledger(db_path: Path) -> dict[str, Any]:
+    """The ledger, {} when missing or unparsable; a symlink or a folder in its place is
+    an UnsafePathError (read through one, it could feed the attempt count anything)."""
+    path = _ledger_path(db_path)
     try:
-        data = json.loads(_ledger_path(db_path).read_text())
+        fd = open_side_file(path, os.O_RDONLY, create=False)
+    except FileNotFoundError:
+        return {}
+    try:
+        with os.fdopen(fd, "rb") as f:
+            data = json.loads(f.read())
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
 
 
 def _write_ledger(db_path: Path, data: dict[str, Any]) -> None:
+    # Through a 0600 temporary file opened O_NOFOLLOW: a symlink planted at its name
+    # made the store overwrite the link's target.
     path = _ledger_path(db_path)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data))
-    tmp.replace(path)
+    replace_side_file(path, json.dumps(data).encode("utf-8"), tmp=path.with_suffix(".tmp"))
 
 
 def _canonical_ok(engine: Engine) -> bool:
@@ -182,7 +191,10 @@ def guarded_rebuild(
     if marker is None and not force:
         return RebuildOutcome(ran=False, ok=True, reason="FTS is live; nothing to rebuild")
     since = (marker or {}).get("since")
-    ledger = _read_ledger(db_path)
+    try:
+        ledger = _read_ledger(db_path)
+    except HermesRepoError as exc:
+        return RebuildOutcome(ran=False, ok=False, reason=f"FTS rebuild not run: {exc}")
     if ledger.get("since") != since:
         ledger = {"since": since, "attempts": 0}
     if automatic and ledger.get("attempts", 0) >= MAX_AUTOMATIC_ATTEMPTS:
@@ -195,11 +207,25 @@ def guarded_rebuild(
                 f"store and run `{REPAIR_COMMAND}`"
             ),
         )
-    lock = filelock.FileLock(str(db_path.with_name(db_path.name + ".fts-rebuild.lock")))
-    try:
-        lock.acquire(timeout=0)
-    except filelock.Timeout:
-        return RebuildOutcome(ran=False, ok=False, reason="another FTS rebuild is running")
+    with contextlib.ExitStack() as stack:
+        try:
+            lock_path = db_path.with_name(db_path.name + ".fts-rebuild.lock")
+            got = stack.enter_context(exclusive_lock(lock_path, timeout=0))
+        except HermesRepoError as exc:
+            return RebuildOutcome(ran=False, ok=False, reason=f"FTS rebuild not run: {exc}")
+        if not got:
+            return RebuildOutcome(ran=False, ok=False, reason="another FTS rebuild is running")
+        return _rebuild_locked(engine, db_path, holder, ledger, start, backup)
+
+
+def _rebuild_locked(
+    engine: Engine,
+    db_path: Path,
+    holder: HolderLock,
+    ledger: dict[str, Any],
+    start: float,
+    backup: Path | None,
+) -> RebuildOutcome:
     try:
         with holder.exclusive():
             return _rebuild_alone(engine, db_path, ledger, start, backup)
@@ -218,7 +244,7 @@ def guarded_rebuild(
         # detached but usable, never make the open fail.
         log.exception("FTS rebuild could not run; the index stays detached")
         ledger["last_error"] = str(exc).splitlines()[0][:300] if str(exc) else repr(exc)
-        with contextlib.suppress(OSError):  # the disk may be what is full
+        with contextlib.suppress(OSError, HermesRepoError):  # the disk may be what is full
             _write_ledger(db_path, ledger)
         return RebuildOutcome(
             ran=False,
@@ -226,8 +252,6 @@ def guarded_rebuild(
             reason=f"FTS rebuild could not run: {exc}; run `{REPAIR_COMMAND}`",
             seconds=time.monotonic() - start,
         )
-    finally:
-        lock.release()
 
 
 def _rebuild_alone(

@@ -274,17 +274,19 @@ def recover_file(
     policy: RetryPolicy | None = None,
     *,
     raise_errors: bool = False,
+    name: str | None = None,
 ) -> RecoveryReport:
-    """Recover one session's spool file (see the module docstring).
+    """Recover one session's spool file (see the module docstring); ``name``: a file
+    of the session other than its current name (one the previous version spooled).
 
     Database trouble does not raise: the file is kept and named in ``errors``; with
     ``raise_errors`` the library error itself is raised instead (the file is kept all
     the same). Unsafe or unreadable spool files raise ``UnsafePathError`` / ``OSError``.
     """
     home = store.home
-    name = spool.pending_name(session_id)
+    name = name or spool.pending_name(session_id)
     with spool.spool_lock(home, name):
-        contents = spool.read_spool(home, name)
+        contents = spool.read_spool(home, name, session_id=session_id)
         if contents is None:
             return RecoveryReport()  # another process recovered it while we waited
         candidates, kept, repeats = _plan(session_id, contents)
@@ -345,8 +347,8 @@ def recover_pending(
     """Recover every spool file of the store (or only ``session_id``'s)."""
     report = RecoveryReport()
     if session_id is not None:
-        sids: list[str | None] = [validate_session_id(session_id)]
-        names = [spool.pending_name(session_id)]
+        names = spool.existing_names(store.home, session_id)
+        sids: list[str | None] = [validate_session_id(session_id)] * len(names)
     else:
         folder = spool.sessions_dir(store.home)
         try:
@@ -362,7 +364,7 @@ def recover_pending(
             )
             continue
         try:
-            one = recover_file(store, sid, policy)
+            one = recover_file(store, sid, policy, name=name)
         except (OSError, HermesRepoError) as exc:
             # An unsafe or unreadable file: report it, go on with the others.
             log.warning("pending transcript %s not recovered: %s", name, exc)
