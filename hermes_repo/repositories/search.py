@@ -29,6 +29,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from ..codec import scrub
 from ..fts import text_projection
 
 __all__ = [
@@ -74,8 +75,9 @@ class SearchHit:
 def parse_query(query: str) -> list[str]:
     """Split user text into terms; never fails, whatever the text."""
     terms = []
-    # A NUL ends a C string: FTS5 would see an unterminated phrase.
-    for quoted, bare in _TERM.findall(query[:MAX_QUERY_CHARS].replace("\x00", " ")):
+    # A NUL ends a C string: FTS5 would see an unterminated phrase. A lone surrogate
+    # cannot be sent to SQLite: it becomes U+FFFD, as in the stored searchable text.
+    for quoted, bare in _TERM.findall(scrub(query[:MAX_QUERY_CHARS]).replace("\x00", " ")):
         term = (quoted or bare).strip()
         if term:
             terms.append(term)
