@@ -221,6 +221,7 @@ class TranscriptWriter:
                 continue
             todo.append(message)
         rejections.sort(key=lambda r: r.index)
+        refused.sort(key=lambda pair: pair[0].index)  # the file keeps the list's order
         kept_error = self._keep(refused)
 
         if store is None:
