@@ -184,3 +184,32 @@ def test_odd_stored_times_render_in_every_listing(home: Path, cli: Cli) -> None:
     listing = cli("--home", home, "sessions", "list").stdout
     assert "invalid time" in listing
     assert "invalid time" in cli("--home", home, "search", "oddtime").stdout
+
+
+def test_pending_recover_sets_unstorable_records_aside_and_recovers_every_file(
+    home: Path, cli: Cli
+) -> None:
+    folder = home / "sessions"
+    folder.mkdir(mode=0o700)
+
+    def spool_line(message: dict[str, Any]) -> str:
+        return json.dumps({"_fallback_timestamp": 1772713800.0, "message": message}) + "\n"
+
+    (folder / "a.pending.jsonl").write_text(
+        spool_line({"role": "user", "content": "big", "uid": "a1", "token_count": 2**64})
+        + spool_line({"role": "user", "content": "cut \ud83d", "uid": "a2"}),
+        encoding="ascii",
+    )
+    (folder / "b.pending.jsonl").write_text(
+        spool_line({"role": "user", "content": "other", "uid": "b1"}), encoding="ascii"
+    )
+    result = cli("--home", home, "pending", "recover", "--json")
+    assert result.code == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    report = json.loads(result.stdout)
+    assert (report["files"], report["inserted"], report["kept"]) == (2, 2, 1)
+    kept = [json.loads(line) for line in (folder / "a.rejected.jsonl").read_text().splitlines()]
+    assert len(kept) == 1 and "64-bit" in kept[0]["_rejected"]
+    with StateStore.open(home) as store:
+        assert [m["content"] for m in store.load_conversation("a").messages] == ["cut \ud83d"]
+        assert [m["content"] for m in store.load_conversation("b").messages] == ["other"]
