@@ -188,10 +188,10 @@ class SearchRepository:
             clauses.append("m.active = 1")
         if session_id is not None:
             clauses.append("m.session_id = :session_id")
-            params["session_id"] = session_id
+            params["session_id"] = scrub(session_id)  # a lone surrogate cannot be bound
         if role is not None:
             clauses.append("m.role = :role")
-            params["role"] = role
+            params["role"] = scrub(role)
         return "".join(f" AND {c}" for c in clauses), params
 
     def _run(self, sql: str, params: dict[str, Any]) -> list[SearchHit]:

@@ -296,3 +296,12 @@ def test_a_record_without_uid_or_any_timestamp_is_stored_once_however_often_reco
     assert contents == ["no uid, no time", "no uid, no time", "wrapped, no time"]
     assert pending_files(home) == []
     assert len(stored(home, "once")) == 3
+
+
+def test_search_filters_holding_a_lone_surrogate_find_nothing_without_crashing(
+    store: StateStore,
+) -> None:
+    store.transcript_writer("f").flush([{"role": "user", "content": "needle"}])
+    assert len(store.search("needle")) == 1
+    assert store.search("needle", session_id="f\udc80") == []
+    assert store.search("needle", role="user\ud83d") == []
