@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hermes_repo import StateStore, TranscriptWriter
+from hermes_repo.codec import _RESERVED as RESERVED
 from hermes_repo.errors import IntegrityViolation
 from hermes_repo.transcript import spool
 from tests.support.spooling import check_store, pending_files, stored, write_spool
@@ -23,7 +24,7 @@ ANY_TEXT = st.text(st.characters() | st.characters(categories=["Cs"]), max_size=
 TEXT = (
     st.lists(st.sampled_from(["\ud83d", "\ude00", "\udc80", "\ufdd0", "ok", " "]) | ANY_TEXT)
     .map("".join)
-    .filter(lambda s: s != "")
+    .filter(lambda s: s != "" and s not in RESERVED)
 )
 _ids = itertools.count()
 
