@@ -326,7 +326,8 @@ def import_command(state: CliState, file: Path, as_json: bool) -> None:
     user_id, model, title, parent_session_id, started_at, ended_at, end_reason.
 
     Each session is imported in its own unit of work. On a bad line (invalid JSON, a bad
-    role, an unknown session...) the import stops with `error: FILE:LINE: <cause>`:
+    role, an unknown session, a value that can never be stored such as a timestamp in
+    milliseconds...) the import stops with `error: FILE:LINE: <cause>`:
     the sessions before that line stay imported and the session the line belongs to is
     not imported at all. Re-running the same file adds nothing twice: existing sessions
     are reused and messages whose uid is already stored are skipped.

@@ -142,7 +142,7 @@ class SessionRepository:
         """Sessions, most recently started first."""
         stmt = select(AgentSession).order_by(AgentSession.started_at.desc(), AgentSession.id.desc())
         if source is not None:
-            stmt = stmt.where(AgentSession.source == source)
+            stmt = stmt.where(AgentSession.source == encode_text(source))  # as stored
         return [_decoded(r) for r in self._session.scalars(stmt.limit(limit).offset(offset))]
 
     def count(self) -> int:

@@ -90,6 +90,7 @@ def test_any_text_in_session_fields_round_trips_exactly(
         row = uow.sessions.require(sid)
         got = (row.source, row.user_id, row.model, row.title, row.end_reason)
         listed = {r.id: r for r in uow.sessions.list(limit=10_000)}[sid]
+        assert sid in {r.id for r in uow.sessions.list(limit=10_000, source=source)}
         # Read twice through one identity map: decoded once, never twice.
         again = uow.sessions.get(sid)
         assert again is not None and again.title == title
