@@ -307,3 +307,24 @@ def test_search_filters_holding_a_lone_surrogate_find_nothing_without_crashing(
     assert len(store.search("needle")) == 1
     assert store.search("needle", session_id="f\udc80") == []
     assert store.search("needle", role="user\ud83d") == []
+
+
+def test_a_repair_merging_turns_with_lone_surrogates_keeps_them_and_converges(
+    store: StateStore,
+) -> None:
+    store.transcript_writer("m").flush(
+        [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": "cut \ud83d"},
+            # The survivor takes this reasoning: the repair writes it into its row.
+            {"role": "assistant", "content": "more \ude00", "reasoning": "s \ud800"},
+        ]
+    )
+    repaired = store.load_conversation("m", repair=True)
+    assert repaired.repairs == 1
+    merged = repaired.messages[1]
+    assert "cut \ud83d" in merged["content"] and "more \ude00" in merged["content"]
+    assert merged["reasoning"] == "s \ud800"
+    again = store.load_conversation("m", repair=True)
+    assert again.repairs == 0 and again.messages == repaired.messages
+    check_store(store.home)
