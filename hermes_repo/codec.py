@@ -312,6 +312,16 @@ def _json(field: str, value: Any) -> str:
         raise _bad(field, f"cannot be stored as JSON ({detail})", fix) from exc
 
 
+def _extra_json(extra: dict[str, Any]) -> str:
+    try:
+        return dumps(extra, strict=True)
+    except (TypeError, ValueError, RecursionError):
+        # Name the key at fault (the error path only: one dumps per key).
+        for key, value in extra.items():
+            _json(key, value)
+        return _json("extra keys", extra)
+
+
 def new_uid() -> str:
     """A fresh idempotency key for a message."""
     return uuid.uuid4().hex
@@ -440,7 +450,7 @@ def message_to_row(
         "reasoning": _text("reasoning", message.get("reasoning")),
         "reasoning_details": None if details is None else _json("reasoning_details", details),
         "api_content": _text("api_content", message.get("api_content")),
-        "extra": _json("extra keys", extra) if extra else None,
+        "extra": _extra_json(extra) if extra else None,
         "display_only": 1 if message.get("display_only") else 0,
     }
     return row

@@ -163,7 +163,7 @@ def _circular() -> list[Any]:
         ("content", [math.nan], "NaN"),
         ("tool_calls", [{"arguments": math.inf}], "NaN"),
         ("reasoning_details", {"x": object()}, "cannot be stored as JSON"),
-        ("metadata", {"when": b"\x00"}, "extra keys"),
+        ("metadata", {"when": b"\x00"}, "decode bytes"),
         ("uid", 42, "uid"),
         ("uid", "bad\ud83d", "surrogate"),
         ("timestamp", 1772713800000, "milliseconds: divide by 1000"),
@@ -183,7 +183,7 @@ def test_a_value_that_cannot_be_stored_is_refused_naming_the_field_and_the_fix(
     with pytest.raises(IntegrityViolation) as info:
         message_to_row("s", message)
     text = str(info.value)
-    assert field.split("_")[0] in text or (field == "metadata" and "extra" in text)
+    assert field.split("_")[0] in text
     assert words in text
     assert ";" in text  # cause; fix
 
