@@ -38,6 +38,7 @@ them), and JSON's own rules apply: tuples come back as lists.
 from __future__ import annotations
 
 import json
+import numbers
 import re
 import time
 import uuid
@@ -249,6 +250,8 @@ def check_timestamp(value: Any, what: str = "timestamp") -> float:
     Accepted: an int or float (not a bool) with ``0 <= t <`` :data:`MAX_TIMESTAMP`
     (the year 3000). Anything else would be stored and then break every listing.
     """
+    if not isinstance(value, int | float) and isinstance(value, numbers.Real):
+        value = float(value)  # numpy and other real number types
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise IntegrityViolation(
             f"{what} must be a number of seconds since the epoch, got {type(value).__name__} "
@@ -404,6 +407,8 @@ def message_to_row(
     if token_count is not None and (
         token_count.__class__ is not int or not _INT64[0] <= token_count <= _INT64[1]
     ):
+        if not isinstance(token_count, int | bool) and isinstance(token_count, numbers.Integral):
+            token_count = int(token_count)  # numpy and other integer types
         if isinstance(token_count, bool) or not isinstance(token_count, int):
             raise _bad(
                 "token_count",

@@ -207,3 +207,10 @@ def test_plausible_epoch_seconds_are_accepted(value: float) -> None:
 def test_times_outside_the_documented_range_are_refused(value: float) -> None:
     with pytest.raises(IntegrityViolation, match="epoch seconds"):
         check_timestamp(value)
+
+
+def test_other_real_number_types_are_accepted_as_times() -> None:
+    from fractions import Fraction
+
+    row = message_to_row("s", {"role": "user", "content": "x", "timestamp": Fraction(3, 2)})
+    assert row["timestamp"] == 1.5 and type(row["timestamp"]) is float
