@@ -124,6 +124,7 @@ UNSTORABLE: list[tuple[str, Any]] = [
     ("finish_reason", {"type": "stop"}),
     ("content", b"\x89PNG"),
     ("content", {1, 2}),
+    ("tags", {"a set in an extra key"}),
     ("reasoning_details", [math.nan]),
     ("tool_calls", [{"arguments": math.inf}]),
     ("timestamp", 1_772_713_800_000),
