@@ -16,6 +16,7 @@ import click
 from rich.console import Console
 from rich.text import Text
 
+from ..codec import escape_surrogates
 from ..repositories.search import SNIPPET_CLOSE, SNIPPET_OPEN
 
 __all__ = [
@@ -57,15 +58,29 @@ def stderr_console() -> Console:
 
 
 def echo_json(value: Any) -> None:
-    """Print ``value`` as indented JSON on stdout; non-ASCII text (CJK) stays readable."""
-    click.echo(json.dumps(value, ensure_ascii=False, indent=2, sort_keys=False))
+    """Print ``value`` as indented JSON on stdout; non-ASCII text (CJK) stays readable.
+
+    A lone surrogate (stored text may hold one) is written as its ``\\udXXX`` escape,
+    so the output is valid JSON and the value reads back exactly.
+    """
+    click.echo(escape_surrogates(json.dumps(value, ensure_ascii=False, indent=2)))
 
 
-def format_time(epoch: float | None) -> str:
-    """An epoch time as local ``YYYY-MM-DD HH:MM:SS``, or ``-`` when absent."""
+def format_time(epoch: float | None, *, seconds: bool = True) -> str:
+    """An epoch time as local ``YYYY-MM-DD HH:MM:SS`` (``HH:MM`` without ``seconds``),
+    or ``-`` when absent.
+
+    The store refuses implausible times on write, but rows written by older versions or
+    by raw SQL may hold anything (milliseconds, infinity, text): such a value is shown as
+    ``invalid time <value>`` instead of failing the whole listing.
+    """
     if epoch is None:
         return "-"
-    return dt.datetime.fromtimestamp(epoch).strftime("%Y-%m-%d %H:%M:%S")
+    try:
+        when = dt.datetime.fromtimestamp(epoch)
+    except (OverflowError, OSError, ValueError, TypeError):
+        return f"invalid time {epoch!r}"
+    return when.strftime("%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M")
 
 
 def snippet_text(snippet: str, *, color: bool) -> Text:

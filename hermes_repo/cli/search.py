@@ -84,7 +84,7 @@ def search_command(
         table.add_row(
             Text(hit.session_id),
             Text(hit.role),
-            format_time(hit.timestamp)[:16],
+            format_time(hit.timestamp, seconds=False),
             snippet_text(hit.snippet, color=color),
         )
     console.print(table)

@@ -22,6 +22,7 @@ from rich.text import Text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
+from ..codec import scrub
 from ..errors import translate
 from ..models import AgentSession
 from ..ops.repair import RepairReport, repair_store
@@ -185,10 +186,10 @@ def list_sessions(state: CliState, limit: int, source: str | None, as_json: bool
     for r in rows:
         table.add_row(
             Text(r["id"]),
-            Text(r["source"]),
-            format_time(r["started_at"])[:16],
+            Text(scrub(r["source"])),
+            format_time(r["started_at"], seconds=False),
             str(r["message_count"]),
-            Text(r["title"] or ""),
+            Text(scrub(r["title"] or "")),
         )
     console.print(table)
 
@@ -247,10 +248,10 @@ def show(
             console.print(Text(f"  #{row.id}: {row.reason}"))
     for key in ("id", "title", "source", "model", "user_id", "parent_session_id"):
         if info[key] is not None:
-            console.print(_field(key, str(info[key])))
+            console.print(_field(key, scrub(str(info[key]))))
     console.print(_field("started", format_time(info["started_at"])))
     if info["ended_at"] is not None:
-        reason = f" ({info['end_reason']})" if info["end_reason"] else ""
+        reason = f" ({scrub(info['end_reason'])})" if info["end_reason"] else ""
         console.print(_field("ended", format_time(info["ended_at"]) + reason))
     table = Table(title=f"{len(messages)} message(s)", title_justify="left", box=box.SIMPLE_HEAD)
     table.add_column("#", justify="right", no_wrap=True)
@@ -264,7 +265,10 @@ def show(
         role = str(message["role"])
         if message.get("tool_name"):
             role += f" ({message['tool_name']})"
-        table.add_row(str(i), Text(role), format_time(message.get("timestamp")), Text(text))
+        # Lone surrogates (stored exactly) show as U+FFFD: a terminal cannot print them.
+        table.add_row(
+            str(i), Text(scrub(role)), format_time(message.get("timestamp")), Text(scrub(text))
+        )
     console.print(table)
 
 

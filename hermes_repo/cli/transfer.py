@@ -17,7 +17,13 @@ so a bad line stops the import with the sessions before it kept and the session 
 belongs to not imported at all. Re-importing is idempotent: an existing session is
 reused as it is, and messages whose ``uid`` is already stored for the session are
 skipped. A message without ``uid`` gets one derived from the session id, the message
-and its occurrence number, so files without uids re-import as no-ops too.
+and its occurrence number in the whole file (a session declared twice in one file keeps
+counting), so files without uids re-import as no-ops too.
+
+Text is taken as JSON gives it: ``\\udXXX`` escapes of lone surrogates are stored
+exactly (see :mod:`hermes_repo.codec`). A value that can never be stored (a timestamp in
+milliseconds, a ``token_count`` beyond 64 bits, NaN, a dict where text belongs...) stops
+the import at its line with ``error: FILE:LINE: <cause>; <fix>``.
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from typing import IO, TYPE_CHECKING, Any
 import click
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
-from ..codec import dumps, message_to_row
+from ..codec import check_timestamp, dumps, escape_surrogates, message_to_row, scrub
 from ..engine import DB_NAME
 from ..errors import ConfigurationError, HermesRepoError, StorageFullError, UnsafePathError
 from ..ids import validate_session_id
@@ -85,7 +91,8 @@ class _Block:
     line: int
     fields: dict[str, Any]
     messages: list[dict[str, Any]] = field(default_factory=list)
-    # Occurrences of each message body so far, for uids derived from repeated messages.
+    # Occurrences of each message body so far in this session over the whole file, for
+    # uids derived from repeated messages: every block of one session shares it.
     _seen: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -96,7 +103,9 @@ class _Block:
         if not message.get("uid"):
             # A stable uid makes re-importing a file without uids a no-op: the same
             # message at the same occurrence derives the same key every time.
-            body = json.dumps(message, sort_keys=True, ensure_ascii=False)
+            # escape_surrogates: a lone surrogate cannot be hashed as UTF-8, and text
+            # without one keeps the digest earlier versions derived.
+            body = escape_surrogates(json.dumps(message, sort_keys=True, ensure_ascii=False))
             nth = self._seen.get(body, 0)
             self._seen[body] = nth + 1
             digest = hashlib.sha256(f"{self.session_id}\0{body}\0{nth}".encode()).hexdigest()
@@ -142,7 +151,7 @@ def _decode(raw: bytes, line: int) -> dict[str, Any] | None:
     return obj
 
 
-def _session_block(obj: dict[str, Any], line: int) -> _Block:
+def _session_block(obj: dict[str, Any], line: int, seen: dict[str, dict[str, int]]) -> _Block:
     if set(obj) != {"session"} or not isinstance(obj["session"], dict):
         raise _LineError(line, 'a session line is {"session": {"id": ..., ...}} and nothing else')
     fields: dict[str, Any] = obj["session"]
@@ -163,9 +172,12 @@ def _session_block(obj: dict[str, Any], line: int) -> _Block:
             raise _LineError(line, f"session {key} must be a string or null")
     for key in _SESSION_TIME_KEYS:
         value = fields.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
-            raise _LineError(line, f"session {key} must be a number (epoch seconds) or null")
-    return _Block(line, dict(fields))
+        if value is not None:
+            try:
+                check_timestamp(value, f"session {key}")
+            except HermesRepoError as exc:
+                raise _LineError(line, str(exc)) from exc
+    return _Block(line, dict(fields), _seen=seen.setdefault(str(fields["id"]), {}))
 
 
 def _add_message(block: _Block | None, obj: dict[str, Any], line: int) -> None:
@@ -270,6 +282,7 @@ def run_import(state: CliState, path: Path) -> ImportReport:
         report.messages_skipped += skipped
 
     block: _Block | None = None
+    seen: dict[str, dict[str, int]] = {}  # per session id: occurrences of message bodies
     try:
         with path.open("rb") as fh, _progress() as progress:
             task = progress.add_task("import", total=path.stat().st_size, sessions=0, messages=0)
@@ -288,7 +301,7 @@ def run_import(state: CliState, path: Path) -> ImportReport:
                         commit(block)
                         # Committed: a bad line from here on must not report it as lost.
                         block = None
-                    block = _session_block(obj, line)
+                    block = _session_block(obj, line, seen)
                 else:
                     _add_message(block, obj, line)
             if block is not None:
@@ -319,7 +332,8 @@ def import_command(state: CliState, file: Path, as_json: bool) -> None:
     user_id, model, title, parent_session_id, started_at, ended_at, end_reason.
 
     Each session is imported in its own unit of work. On a bad line (invalid JSON, a bad
-    role, an unknown session...) the import stops with `error: FILE:LINE: <cause>`:
+    role, an unknown session, a value that can never be stored such as a timestamp in
+    milliseconds...) the import stops with `error: FILE:LINE: <cause>`:
     the sessions before that line stay imported and the session the line belongs to is
     not imported at all. Re-running the same file adds nothing twice: existing sessions
     are reused and messages whose uid is already stored are skipped.
@@ -544,9 +558,11 @@ def export_command(state: CliState, session_id: str, fmt: str, output: Path | No
     messages = store.load_conversation(session_id).messages
     with _output_stream(output) as fh:
         if fmt == "jsonl":
+            # dumps writes a lone surrogate as its \\udXXX escape: the line is the message.
             for message in messages:
                 fh.write(dumps(message) + "\n")
         else:
-            fh.write(render_markdown(info, messages))
+            # For people: a lone surrogate shows as U+FFFD instead of failing the write.
+            fh.write(scrub(render_markdown(info, messages)))
     if output is not None:
         click.echo(f"exported {len(messages)} message(s) of {session_id} to {output}", err=True)

@@ -29,6 +29,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from ..codec import scrub
 from ..fts import text_projection
 
 __all__ = [
@@ -74,8 +75,9 @@ class SearchHit:
 def parse_query(query: str) -> list[str]:
     """Split user text into terms; never fails, whatever the text."""
     terms = []
-    # A NUL ends a C string: FTS5 would see an unterminated phrase.
-    for quoted, bare in _TERM.findall(query[:MAX_QUERY_CHARS].replace("\x00", " ")):
+    # A NUL ends a C string: FTS5 would see an unterminated phrase. A lone surrogate
+    # cannot be sent to SQLite: it becomes U+FFFD, as in the stored searchable text.
+    for quoted, bare in _TERM.findall(scrub(query[:MAX_QUERY_CHARS]).replace("\x00", " ")):
         term = (quoted or bare).strip()
         if term:
             terms.append(term)
@@ -186,10 +188,10 @@ class SearchRepository:
             clauses.append("m.active = 1")
         if session_id is not None:
             clauses.append("m.session_id = :session_id")
-            params["session_id"] = session_id
+            params["session_id"] = scrub(session_id)  # a lone surrogate cannot be bound
         if role is not None:
             clauses.append("m.role = :role")
-            params["role"] = role
+            params["role"] = scrub(role)
         return "".join(f" AND {c}" for c in clauses), params
 
     def _run(self, sql: str, params: dict[str, Any]) -> list[SearchHit]:

@@ -1,4 +1,11 @@
-"""Sessions: create, read, list, end."""
+"""Sessions: create, read, list, end.
+
+Text fields (``source``, ``user_id``, ``model``, ``title``, ``end_reason``) are stored
+with the codec's reversible text encoding (:func:`hermes_repo.codec.encode_text`), so a
+title holding a lone surrogate is stored and comes back exactly; rows read through this
+repository are decoded (without marking them changed). Times are checked to be
+plausible epoch seconds (:func:`hermes_repo.codec.check_timestamp`).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +15,9 @@ from collections.abc import Callable
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import set_committed_value
 
+from ..codec import TEXT_MARK, check_timestamp, decode_text, encode_text
 from ..errors import IntegrityViolation, NotFoundError
 from ..ids import new_session_id, validate_session_id
 from ..models import AgentSession, sessions_table
@@ -16,6 +25,31 @@ from ..models import AgentSession, sessions_table
 __all__ = ["SessionRepository"]
 
 _sessions = sessions_table
+_TEXT_FIELDS = ("source", "user_id", "model", "title", "end_reason")
+
+
+def _text(field: str, value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise IntegrityViolation(
+            f"session {field} must be a string or None, got {type(value).__name__}; pass text"
+        )
+    return encode_text(value)
+
+
+def _decoded(row: AgentSession) -> AgentSession:
+    # The identity map hands the same object out again, and a decoded value may itself
+    # start with the mark: a value this function produced is never decoded twice.
+    done: dict[str, str] = row.__dict__.setdefault("_hermes_decoded_text", {})
+    for field in _TEXT_FIELDS:
+        value = getattr(row, field)
+        if value.__class__ is str and value.startswith(TEXT_MARK) and value is not done.get(field):
+            plain = decode_text(value)
+            done[field] = plain
+            # set_committed_value: what the row holds, not a change for a flush to write.
+            set_committed_value(row, field, plain)
+    return row
 
 
 class SessionRepository:
@@ -54,18 +88,25 @@ class SessionRepository:
     ) -> str:
         """Create a session and return its id (generated when not given)."""
         sid = validate_session_id(id) if id is not None else new_session_id()
+        if parent_session_id is not None:
+            validate_session_id(parent_session_id)
+        values = {
+            "source": _text("source", source),
+            "user_id": _text("user_id", user_id),
+            "model": _text("model", model),
+            "title": _text("title", title),
+            "started_at": (
+                time.time()
+                if started_at is None
+                else check_timestamp(started_at, "session started_at")
+            ),
+        }
+        if values["source"] is None:
+            raise IntegrityViolation("session source must be a string; pass e.g. 'cli'")
         if self.exists(sid):
             raise IntegrityViolation(f"session {sid!r} already exists")
         self._db.execute(
-            insert(_sessions).values(
-                id=sid,
-                source=source,
-                user_id=user_id,
-                model=model,
-                title=title,
-                parent_session_id=parent_session_id,
-                started_at=time.time() if started_at is None else started_at,
-            )
+            insert(_sessions).values(id=sid, parent_session_id=parent_session_id, **values)
         )
         return sid
 
@@ -83,7 +124,8 @@ class SessionRepository:
         return self._db.execute(stmt).first() is not None
 
     def get(self, session_id: str) -> AgentSession | None:
-        return self._session.get(AgentSession, session_id)
+        found = self._session.get(AgentSession, session_id)
+        return None if found is None else _decoded(found)
 
     def require(self, session_id: str) -> AgentSession:
         found = self.get(session_id)
@@ -100,17 +142,18 @@ class SessionRepository:
         """Sessions, most recently started first."""
         stmt = select(AgentSession).order_by(AgentSession.started_at.desc(), AgentSession.id.desc())
         if source is not None:
-            stmt = stmt.where(AgentSession.source == source)
-        return list(self._session.scalars(stmt.limit(limit).offset(offset)))
+            stmt = stmt.where(AgentSession.source == encode_text(source))  # as stored
+        return [_decoded(r) for r in self._session.scalars(stmt.limit(limit).offset(offset))]
 
     def count(self) -> int:
         return int(self._db.execute(select(func.count()).select_from(_sessions)).scalar_one())
 
     def end(self, session_id: str, reason: str | None = None, *, at: float | None = None) -> None:
+        ended = time.time() if at is None else check_timestamp(at, "session ended_at")
         result = self._db.execute(
             update(_sessions)
             .where(_sessions.c.id == session_id)
-            .values(ended_at=time.time() if at is None else at, end_reason=reason)
+            .values(ended_at=ended, end_reason=_text("end_reason", reason))
         )
         if result.rowcount == 0:  # type: ignore[attr-defined]
             raise NotFoundError(f"session {session_id!r} does not exist")

@@ -50,7 +50,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-from ..codec import MESSAGE_COLUMNS, content_columns, dumps, row_to_message
+from ..codec import MESSAGE_COLUMNS, content_columns, dumps, encode_text, row_to_message
 from ..errors import HermesRepoError, describe, translate
 from ..models import messages_table, sessions_table
 from .repair import Removal, RepairPlan, SurvivorUpdate, repair_transcript, violations
@@ -242,7 +242,8 @@ def _field_values(key: str, value: Any) -> dict[str, Any]:
         return content_columns(value)
     if key in ("tool_calls", "reasoning_details"):
         return {key: None if value is None else dumps(value)}
-    return {key: value}
+    # Text columns use the codec's reversible encoding (a lone surrogate survives).
+    return {key: encode_text(value) if isinstance(value, str) else value}
 
 
 def _patched(row: Sequence[Any], fields: Mapping[str, Any]) -> tuple[Any, ...]:

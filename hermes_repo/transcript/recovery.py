@@ -9,7 +9,9 @@ For each ``sessions/<sid>.pending.jsonl``, under the file's lock:
    uid derived from the session id and the record's dedup key (role, content,
    tool_name, tool_calls, tool_call_id, timestamp), so a crash after the commit and
    before the delete cannot make the next recovery insert it again. Identical records
-   count once, as do repeated uids.
+   count once, as do repeated uids. The identity depends only on the file: a record
+   with no timestamp at all (neither its own nor ``_fallback_timestamp``) is told apart
+   by its position among equal records, never by the clock of the recovery.
 3. In ONE write transaction (``BEGIN IMMEDIATE`` through ``store.write``, retried on
    transient errors): create the session if missing, read the session's stored uids
    *inside* the transaction (so two recovering processes serialize on the write lock
@@ -18,15 +20,22 @@ For each ``sessions/<sid>.pending.jsonl``, under the file's lock:
    the stored messages (the seed's rule: compared on the dedup key, or on the uid for
    records that have one), and insert the rest in file order with their original
    timestamps and uids.
-4. After the commit, kept lines are appended byte for byte to
-   ``sessions/<sid>.rejected.jsonl`` (0600, fsynced; a line already there is not
-   written twice), then the spool file is deleted and the folder fsynced. So the
-   pending file always disappears once its usable records are committed, and nothing
-   it held is lost: unusable lines live on in the ``.rejected.jsonl`` file for an
-   operator (``hermes-repo pending list`` counts them while they are still pending).
+4. After the commit, kept lines are appended to ``sessions/<sid>.rejected.jsonl``
+   (0600, fsynced; a line already there is not written twice), each as
+   ``{"_rejected": reason, "from": file, "line": n, "raw": text}`` where ``raw`` is the
+   line exactly (bytes that are not UTF-8 as ``\\udcXX`` escapes: read it back with
+   ``.encode("utf-8", "surrogateescape")``). Then the spool file is deleted and the
+   folder fsynced. So the pending file always disappears once its usable records are
+   committed, and nothing it held is lost: unusable lines live on, with the reason, in
+   the ``.rejected.jsonl`` file for an operator (``hermes-repo pending list`` counts
+   them while they are still pending). A record is unusable when it could never be
+   stored (see :mod:`hermes_repo.codec`: a ``token_count`` beyond 64 bits, a timestamp
+   in milliseconds...); a lone surrogate in text is simply stored.
 
 If the transaction fails (locked past the budget, disk full, damaged database), the
-spool file is left exactly as it was and the report counts its records as kept.
+spool file is left exactly as it was and the report counts its records as kept; the
+other files are then not tried (they would fail the same way). Any other failure of one
+file (unreadable, unsafe) is reported and the other files are still recovered.
 Spool files whose name is not a valid session id are never opened for replay.
 """
 
@@ -43,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import select
 
 from ..codec import dumps, message_to_row
-from ..errors import HermesRepoError, IntegrityViolation, classify, describe
+from ..errors import ErrorKind, HermesRepoError, IntegrityViolation, classify, describe
 from ..ids import validate_session_id
 from ..models import messages_table
 from ..retry import RetryPolicy
@@ -56,6 +65,7 @@ if TYPE_CHECKING:
 __all__ = [
     "RecoveryReport",
     "dedup_key",
+    "keep_rejected",
     "longest_overlap",
     "recover_file",
     "recover_pending",
@@ -93,6 +103,9 @@ class RecoveryReport:
     duplicates: int = 0
     kept: int = 0
     errors: tuple[str, ...] = field(default=())
+    #: True when the database refused a file's transaction (locked past the budget,
+    #: full, damaged): files after it were not tried.
+    blocked: bool = False
 
     def __add__(self, other: RecoveryReport) -> RecoveryReport:
         return RecoveryReport(
@@ -101,6 +114,7 @@ class RecoveryReport:
             self.duplicates + other.duplicates,
             self.kept + other.kept,
             self.errors + other.errors,
+            self.blocked or other.blocked,
         )
 
 
@@ -170,7 +184,8 @@ def storable_row(session_id: str, message: dict[str, Any]) -> dict[str, Any]:
     """
     try:
         row = message_to_row(session_id, message)
-    except (ValueError, TypeError, OverflowError) as exc:
+    except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+        # message_to_row names the field for every bad value it knows; this is the net.
         raise IntegrityViolation(f"not a storable message: {exc}") from exc
     for column, value in row.items():
         if value is not None and not isinstance(value, _SCALARS):
@@ -204,15 +219,17 @@ def _plan(
         uid = message.get("uid")
         derived = not uid
         if derived:
-            # A record without a timestamp gets one at insert time; only its position
-            # among equal records then tells two of them apart.
-            n = 0
             if message.get("timestamp") is None:
-                n = occurrences.get(key, 0)
-                occurrences[key] = n + 1
+                # It gets a timestamp at insert time, which must not be part of its
+                # identity (a second recovery of the same file would see another
+                # time): the key without it and the position among equal records are.
+                ident = (*key[:-1], None)
+                n = occurrences.get(ident, 0)
+                occurrences[ident] = n + 1
+                uid = _derived_uid(session_id, ident, n)
             else:
                 message["timestamp"] = row["timestamp"]
-            uid = _derived_uid(session_id, key, n)
+                uid = _derived_uid(session_id, key, 0)
         uid = str(uid)
         if uid in seen:
             repeats += 1
@@ -296,6 +313,7 @@ def recover_file(
             if raise_errors:
                 raise
             reason = f"{name}: {describe(exc)}"
+            blocked = classify(exc) in (ErrorKind.TRANSIENT, ErrorKind.DISK, ErrorKind.CORRUPT)
             log.warning(
                 "pending transcript of session %s not recovered (%s: %s); the file is kept "
                 "for the next recovery",
@@ -304,10 +322,27 @@ def recover_file(
                 describe(exc),
             )
             return RecoveryReport(
-                files=1, kept=len(contents.records) + len(contents.rejected), errors=(reason,)
+                files=1,
+                kept=len(contents.records) + len(contents.rejected),
+                errors=(reason,),
+                blocked=blocked,
             )
         if kept:
-            _keep_lines(home, session_id, kept)
+            keep_rejected(
+                home,
+                session_id,
+                [
+                    dumps(
+                        {
+                            "_rejected": k.reason,
+                            "from": name,
+                            "line": k.line_no,
+                            "raw": k.raw.decode("utf-8", "surrogateescape"),
+                        }
+                    ).encode("utf-8")
+                    for k in kept
+                ],
+            )
             log.warning(
                 "%d unusable line(s) of %s moved to %s%s (first: line %d, %s)",
                 len(kept),
@@ -322,9 +357,9 @@ def recover_file(
     return RecoveryReport(files=1, inserted=inserted, duplicates=already + repeats, kept=len(kept))
 
 
-def _keep_lines(
-    home: os.PathLike[str] | str, session_id: str, kept: list[spool.RejectedLine]
-) -> None:
+def keep_rejected(home: os.PathLike[str] | str, session_id: str, lines: list[bytes]) -> None:
+    """Append encoded lines to ``sessions/<sid>.rejected.jsonl`` (under its lock, 0600,
+    fsynced), each at most once: a line already in the file is not written again."""
     name = spool.pending_name(session_id, spool.REJECTED_SUFFIX)
     with spool.spool_lock(home, name):
         existing = spool.read_spool(home, name)
@@ -333,9 +368,9 @@ def _keep_lines(
         have: set[bytes] = set()
         if existing is not None:
             have = {r.raw for r in existing.records} | {r.raw for r in existing.rejected}
-        lines = [k.raw for k in kept if k.raw not in have]
-        if lines:
-            spool.append_lines(home, name, lines)
+        fresh = [line for line in dict.fromkeys(lines) if line not in have]
+        if fresh:
+            spool.append_lines(home, name, fresh)
 
 
 def recover_pending(
@@ -365,13 +400,14 @@ def recover_pending(
             continue
         try:
             one = recover_file(store, sid, policy, name=name)
-        except (OSError, HermesRepoError) as exc:
-            # An unsafe or unreadable file: report it, go on with the others.
+        except Exception as exc:
+            # An unsafe or unreadable file, or anything else about this one file:
+            # report it, go on with the others (bad data never stops the loop).
             log.warning("pending transcript %s not recovered: %s", name, exc)
             report += RecoveryReport(files=1, errors=(f"{name}: {exc}",))
             continue
         report += one
-        if one.errors and n + 1 < len(names):
+        if one.blocked and n + 1 < len(names):
             # The database refused the write (locked past the budget, full, damaged):
             # the next file would wait and fail the same way, so leave them all.
             rest = len(names) - n - 1

@@ -13,10 +13,20 @@ uids are committed for the session (loaded from the database at the first flush)
 repairing, compacting or reordering the caller's list cannot make it skip or repeat a
 message. Each message gets ``uid`` and ``timestamp`` once, on the caller's dict and in
 the row, so a replay can tell a real duplicate from a new message.
+
+A message that can never be stored (see :mod:`hermes_repo.codec`: a dict as
+``finish_reason``, a ``token_count`` beyond 64 bits, NaN, bytes, a millisecond
+timestamp...) never blocks the others: it is left out, reported in
+:attr:`FlushResult.rejections`, and kept with its reason in
+``sessions/<sid>.rejected.jsonl`` (``{"_rejected": reason, "message": m}``; values JSON
+cannot say are written as ``{"__repr__": repr(value)}``). The rest of the list is
+written (or spooled) in order.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 import os
 import threading
@@ -29,7 +39,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-from ..codec import new_uid
+from ..codec import dumps, escape_surrogates, message_to_row, new_uid
 from ..engine import default_home
 from ..errors import (
     ConfigurationError,
@@ -47,14 +57,24 @@ from ..repositories import MessageRepository
 from ..retry import TRANSCRIPT_POLICY, RetryPolicy, run_with_retry
 from ..uow import UnitOfWork
 from . import spool
-from .recovery import recover_file, storable_row
+from .recovery import keep_rejected, recover_file
 
 if TYPE_CHECKING:
     from ..store import StateStore
 
-__all__ = ["FlushResult", "TranscriptWriter"]
+__all__ = ["FlushResult", "Rejection", "TranscriptWriter"]
 
 log = logging.getLogger("hermes_repo.transcript")
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A message of a flush that can never be stored: its place in the list, its uid
+    (None when it is not a dict or its uid is unusable) and why."""
+
+    index: int
+    uid: str | None
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -66,7 +86,9 @@ class FlushResult:
     pending queue, or the salvage file while the database is damaged); ``unsaved`` are
     only in memory because the spool could not be written either (then ``error`` says
     both causes, and the next flush tries them again). ``error`` is None when every
-    message reached the database.
+    storable message reached the database. ``rejected`` messages can never be stored
+    (``rejections`` says which and why); they are kept in ``<sid>.rejected.jsonl``
+    and did not stop the others.
     """
 
     written: int
@@ -75,11 +97,18 @@ class FlushResult:
     unsaved: int = 0
     written_uids: tuple[str, ...] = ()
     spooled_uids: tuple[str, ...] = ()
+    rejected: int = 0
+    rejections: tuple[Rejection, ...] = ()
+
+    @property
+    def rejected_uids(self) -> tuple[str, ...]:
+        """The uids of the rejected messages that have one."""
+        return tuple(r.uid for r in self.rejections if r.uid is not None)
 
     @property
     def ok(self) -> bool:
         """True when every message of the call is committed in the database."""
-        return self.error is None
+        return self.error is None and not self.rejected
 
 
 class TranscriptWriter:
@@ -123,6 +152,7 @@ class TranscriptWriter:
         self.source = source
         self._committed: set[str] | None = None  # loaded at the first flush with a store
         self._spooled: set[str] = set()  # uids this writer put in a spool file
+        self._kept: set[bytes] = set()  # rejected-file lines this writer wrote
         self._lock = threading.Lock()
 
     @property
@@ -138,52 +168,94 @@ class TranscriptWriter:
         Messages whose uid is already committed are skipped; the others are written in
         list order, one transaction each, after any spooled backlog of this session
         (so ids keep the conversation's order). Sets ``uid`` and ``timestamp`` on
-        dicts that lack them. Never raises for database or disk trouble; raises
-        :class:`IntegrityViolation` before writing anything if a message can never be
-        stored (not a dict, unknown role, non-numeric timestamp...).
+        dicts that lack them. Never raises for database or disk trouble, nor for a
+        message that can never be stored (not a dict, unknown role, a dict where text
+        belongs...): that one is left out, reported in ``rejections`` and kept in
+        ``<sid>.rejected.jsonl``, and the others are written.
         """
         with self._lock:
             return self._flush(messages)
 
     def _flush(self, messages: list[dict[str, Any]]) -> FlushResult:
         now = time.time()
+        rejections: list[Rejection] = []
+        refused: list[tuple[Rejection, Any]] = []
+        usable: list[dict[str, Any]] = []
+
+        def refuse(index: int, uid: str | None, reason: str, message: Any) -> None:
+            rejection = Rejection(index, uid, reason)
+            rejections.append(rejection)
+            refused.append((rejection, message))
+
         for i, message in enumerate(messages):
             if not isinstance(message, dict):
-                raise IntegrityViolation(
-                    f"message {i} must be a dict, got {type(message).__name__}; nothing written"
-                )
+                refuse(i, None, f"a message must be a dict, got {type(message).__name__}", message)
+                continue
             uid = message.get("uid")
             if not uid:
                 message["uid"] = new_uid()
             elif not isinstance(uid, str):
                 # Durability is tracked by uid: a key that changes type on the way
                 # through the database would never match again.
-                raise IntegrityViolation(
-                    f"message {i} has a uid of type {type(uid).__name__}; uids are strings"
-                )
+                refuse(i, None, f"uid of type {type(uid).__name__}; uids are strings", message)
+                continue
             if message.get("timestamp") is None:
                 message["timestamp"] = now
+            usable.append(message)
 
         store = self.store
+        failure: Exception | None = None
+        committed: set[str] = set()
+        if store is not None:
+            try:
+                committed = self._committed_uids(store)
+            except Exception as exc:  # nothing may escape: the messages must reach a disk
+                failure = exc
+        todo = []
+        index = {id(m): i for i, m in enumerate(messages)}
+        for message in self._not_durable(usable, committed):
+            try:
+                message_to_row(self.session_id, message)
+            except IntegrityViolation as exc:
+                refuse(index[id(message)], message["uid"], str(exc), message)
+                continue
+            todo.append(message)
+        rejections.sort(key=lambda r: r.index)
+        refused.sort(key=lambda pair: pair[0].index)  # the file keeps the list's order
+        kept_error = self._keep(refused)
+
         if store is None:
-            todo = self._not_durable(messages, set())
-            self._validate(todo)
-            return self._spool(
+            result = self._spool(
                 todo,
                 [],
                 RuntimeError("no store (store=None): every message goes to the spool"),
                 None,
             )
+        else:
+            result = self._write(store, todo, committed, failure)
+        if not rejections:
+            return result
+        log.warning(
+            "transcript of session %s: %d message(s) can never be stored, kept in %s (first: %s)",
+            self.session_id,
+            len(rejections),
+            spool.pending_name(self.session_id, spool.REJECTED_SUFFIX),
+            rejections[0].reason,
+        )
+        error = result.error
+        if kept_error is not None:
+            error = f"{error}; {kept_error}" if error else kept_error
+        return dataclasses.replace(
+            result, error=error, rejected=len(rejections), rejections=tuple(rejections)
+        )
 
-        failure: Exception | None = None
-        committed: set[str] = set()
-        try:
-            committed = self._committed_uids(store)
-        except Exception as exc:  # nothing may escape: the messages must reach a disk
-            failure = exc
-        todo = self._not_durable(messages, committed)
-        self._validate(todo)
-
+    def _write(
+        self,
+        store: StateStore,
+        todo: list[dict[str, Any]],
+        committed: set[str],
+        failure: Exception | None,
+    ) -> FlushResult:
         if failure is None and os.path.lexists(self.pending_path):
             # A backlog of this session (spooled by us, or left by a crashed process)
             # goes in first, so rows keep the conversation's order.
@@ -227,14 +299,26 @@ class TranscriptWriter:
                 todo.append(message)
         return todo
 
-    def _validate(self, todo: list[dict[str, Any]]) -> None:
-        for message in todo:
-            try:
-                storable_row(self.session_id, message)
-            except IntegrityViolation as exc:
-                raise IntegrityViolation(
-                    f"message uid={message['uid']} cannot be stored: {exc}; nothing written"
-                ) from exc
+    def _keep(self, refused: list[tuple[Rejection, Any]]) -> str | None:
+        """Keep refused messages in ``<sid>.rejected.jsonl``; an error text if that failed."""
+        if not refused:
+            return None
+        lines = [_rejected_line(r.reason, m) for r, m in refused]
+        fresh = [line for line in lines if line not in self._kept]
+        if not fresh:
+            return None  # refused again by a later flush: kept already
+        try:
+            keep_rejected(self.home, self.session_id, fresh)
+        except (OSError, HermesRepoError) as exc:
+            name = spool.pending_name(self.session_id, spool.REJECTED_SUFFIX)
+            log.error(
+                "transcript of session %s: could not keep refused messages: %s",
+                self.session_id,
+                exc,
+            )
+            return f"{len(fresh)} refused message(s) could not be kept in {name}: {exc}"
+        self._kept.update(fresh)
+        return None
 
     # -- database side ---------------------------------------------------------------
 
@@ -342,3 +426,25 @@ class TranscriptWriter:
     def __repr__(self) -> str:
         mode = "store" if self.store is not None else "spool only"
         return f"TranscriptWriter(session_id={self.session_id!r}, {mode})"
+
+
+def _repr_value(value: Any) -> dict[str, str]:
+    return {"__repr__": repr(value)}
+
+
+def _rejected_line(reason: str, message: Any) -> bytes:
+    """A refused message with its reason as one line: JSON where JSON can say it
+    (lone surrogates escaped, big integers and NaN as Python's JSON writes them), other
+    values as their repr, the whole message's repr when even that fails."""
+    record: dict[str, Any] = {"_rejected": reason}
+    try:
+        text = json.dumps(
+            {**record, "message": message},
+            ensure_ascii=False,
+            separators=(",", ":"),
+            default=_repr_value,
+        )
+        text = escape_surrogates(text)
+    except (TypeError, ValueError, RecursionError):
+        text = dumps({**record, "message_repr": repr(message)})
+    return text.encode("utf-8")

@@ -90,15 +90,18 @@ def test_a_new_writer_learns_what_is_durable_from_the_database(store: StateStore
     assert len(stored(store.home, "s1")) == 4
 
 
-def test_an_invalid_message_raises_before_anything_is_written(store: StateStore) -> None:
+def test_an_invalid_message_is_rejected_and_the_valid_ones_are_written(
+    store: StateStore,
+) -> None:
     writer = store.transcript_writer("s1")
-    with pytest.raises(IntegrityViolation, match="role"):
-        writer.flush([{"role": "user", "content": "ok"}, {"role": "wizard", "content": "x"}])
-    with pytest.raises(IntegrityViolation, match="dict"):
-        writer.flush(["not a message"])  # type: ignore[list-item]
-    with pytest.raises(IntegrityViolation, match="uids are strings"):
-        writer.flush([{"role": "user", "content": "x", "uid": 42}])
-    assert stored(store.home, "s1") == []
+    result = writer.flush([{"role": "user", "content": "ok"}, {"role": "wizard", "content": "x"}])
+    assert (result.written, result.spooled, result.rejected) == (1, 0, 1)
+    assert "role" in result.rejections[0].reason and not result.ok
+    result = writer.flush(["not a message"])  # type: ignore[list-item]
+    assert result.rejected == 1 and "dict" in result.rejections[0].reason
+    result = writer.flush([{"role": "user", "content": "x", "uid": 42}])
+    assert result.rejected == 1 and "uids are strings" in result.rejections[0].reason
+    assert [m["content"] for m in stored(store.home, "s1")] == ["ok"]
     assert pending_files(store.home) == []
 
 

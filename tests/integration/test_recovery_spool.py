@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hermes_repo import IntegrityViolation, RecoveryReport, StateStore
+from hermes_repo import RecoveryReport, StateStore
 from hermes_repo.transcript import spool
 from tests.support.processes import reaped
 from tests.support.spooling import check_store, pending_files, stored, write_spool
@@ -97,7 +97,20 @@ def test_a_new_message_equal_to_an_old_one_but_later_is_not_a_duplicate(
     assert store.recover_pending().inserted == 1
 
 
-def test_torn_and_invalid_lines_are_kept_byte_for_byte_never_fatal(store: StateStore) -> None:
+def kept_lines(path: Path) -> list[tuple[bytes, str, int]]:
+    """The rejected file's lines as (original bytes, reason, line number)."""
+    out = []
+    for line in path.read_bytes().splitlines():
+        record = json.loads(line)
+        out.append(
+            (record["raw"].encode("utf-8", "surrogateescape"), record["_rejected"], record["line"])
+        )
+    return out
+
+
+def test_torn_and_invalid_lines_are_kept_byte_for_byte_with_reasons_never_fatal(
+    store: StateStore,
+) -> None:
     torn = b'{"_fallback_timestamp": 3, "message": {"role": "user", "content": "\xe4\xbd'
     bad_role = json.dumps(wrapped({"role": "wizard", "content": "x"})).encode() + b"\n"
     lines: list[Any] = [wrapped(msg(0)), bad_role, b"not json\n", wrapped(msg(1))]
@@ -106,13 +119,17 @@ def test_torn_and_invalid_lines_are_kept_byte_for_byte_never_fatal(store: StateS
     assert (report.inserted, report.kept) == (2, 3)
     assert pending_files(store.home) == []
     rejected = store.home / "sessions" / "s.rejected.jsonl"
-    assert rejected.read_bytes() == bad_role + b"not json\n" + torn + b"\n"
+    kept = kept_lines(rejected)
+    assert [raw for raw, _, _ in kept] == [bad_role.rstrip(b"\n"), b"not json", torn]
+    assert [n for _, _, n in kept] == [2, 3, 5]
+    assert "role" in kept[0][1] and "JSON" in kept[1][1] and "JSON" in kept[2][1]
     assert oct(rejected.stat().st_mode & 0o777) == "0o600"
+    before = rejected.read_bytes()
     # A crash after the commit and before the delete: the same file again.
     write_spool(store.home, "s", lines, raw_tail=torn)
     again = store.recover_pending()
     assert (again.inserted, again.duplicates, again.kept) == (0, 2, 3)
-    assert rejected.read_bytes() == bad_role + b"not json\n" + torn + b"\n"  # not doubled
+    assert rejected.read_bytes() == before  # not doubled
     assert contents(store.home, "s") == ["message 0", "message 1"]
 
 
@@ -308,5 +325,5 @@ def test_a_record_the_driver_cannot_bind_is_kept_not_blocking_the_file(
     report = store.recover_pending()
     assert (report.inserted, report.kept, report.errors) == (2, 2, ())
     assert pending_files(store.home) == []
-    with pytest.raises(IntegrityViolation, match="tool_call_id"):
-        store.transcript_writer("w").flush([dict(unbindable["message"])])
+    result = store.transcript_writer("w").flush([dict(unbindable["message"])])
+    assert result.rejected == 1 and "tool_call_id" in result.rejections[0].reason
