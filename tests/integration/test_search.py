@@ -7,8 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
-from hermes_repo import StateStore
-from hermes_repo.repositories.search import SNIPPET_CLOSE, SNIPPET_OPEN
+from hermes_repo import StateStore, fts
+from hermes_repo.repositories.search import SNIPPET_CLOSE, SNIPPET_OPEN, parse_query
 
 
 @pytest.fixture
@@ -101,34 +101,61 @@ def test_like_wildcards_are_literal(store: StateStore, corpus: dict, query: str)
     assert [h.role for h in hits] == ["tool"]
 
 
-@pytest.mark.parametrize(
-    "query",
-    [
-        '"',
-        '"unbalanced',
-        "NEAR(",
-        "NEAR(a b)",
-        "*",
-        "a*",
-        "-",
-        "-zebracorn",
-        ":",
-        "content:x",
-        "^",
-        "^zebracorn",
-        "AND",
-        "OR NOT",
-        "zebracorn AND",
-        "()",
-        "''",
-        "{}",
-        "[",
-        "+",
-        "'; DROP TABLE",
-    ],
-)
-def test_operator_characters_are_plain_text(store: StateStore, corpus: dict, query: str) -> None:
-    store.search(query)  # never raises
+def _index_is_live(store: StateStore) -> None:
+    """No query may detach the index: any fts5 error counts as damage, so an escaping
+    bug would degrade search quietly to the LIKE scan and still return rows."""
+    with store.engine.connect() as conn:
+        assert fts.stale_marker(conn) is None
+        assert fts.present_triggers(conn) == set(fts.TRIGGER_NAMES)
+    assert not store.health().fts_stale
+
+
+# The hostile session holds the planted text and a decoy that shares words with several
+# queries; "decoy" says whether the decoy matches when every term is plain text (an
+# operator that acted would change that answer, or fail and detach the index).
+DECOY = "zebracorn decoy a b x content near"
+HOSTILE = [
+    ('"', False),
+    ('"unbalanced', False),
+    ("NEAR(", True),
+    ("NEAR(a b)", False),
+    ("*", False),
+    ("a*", True),
+    ("-", False),
+    ("-zebracorn", True),
+    (":", False),
+    ("content:x", False),
+    ("^", False),
+    ("^zebracorn", True),
+    ("AND", False),
+    ("OR NOT", False),
+    ("zebracorn AND", False),
+    ("()", False),
+    ("''", False),
+    ("{}", False),
+    ("[", False),
+    ("+", False),
+    ("'; DROP TABLE", False),
+    ("%", False),
+    ("_", False),
+    ("\\", False),
+]
+
+
+@pytest.mark.parametrize(("query", "decoy"), HOSTILE, ids=[q for q, _ in HOSTILE])
+def test_operator_characters_are_plain_text(
+    store: StateStore, corpus: dict, query: str, decoy: bool
+) -> None:
+    with store.unit_of_work() as uow:
+        sid = uow.sessions.create(id="hostile")
+        planted = uow.messages.append(sid, {"role": "user", "content": f"begin {query} end"})
+        other = uow.messages.append(sid, {"role": "user", "content": DECOY})
+        uow.commit()
+    hits = store.search(query, session_id=sid)
+    assert {h.message_id for h in hits} == ({planted, other} if decoy else {planted})
+    _index_is_live(store)
+    assert len(store.search(query, limit=50)) >= 1  # and across sessions
+    _index_is_live(store)
 
 
 def test_operators_do_not_act(store: StateStore, corpus: dict) -> None:
@@ -144,3 +171,29 @@ def test_operators_do_not_act(store: StateStore, corpus: dict) -> None:
 def test_hostile_queries_never_raise(store: StateStore, corpus: dict, query: str) -> None:
     hits = store.search(query, limit=5)
     assert len(hits) <= 5
+    _index_is_live(store)
+
+
+_planted = iter(range(1_000_000))
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(query=st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=40))
+def test_hostile_text_finds_the_message_that_contains_it(
+    store: StateStore, corpus: dict, query: str
+) -> None:
+    # Printable ASCII: every operator and wildcard character of FTS5 and LIKE.
+    sid = f"planted-{next(_planted)}"
+    with store.unit_of_work() as uow:
+        uow.sessions.create(id=sid)
+        planted = uow.messages.append(sid, {"role": "user", "content": f"begin {query} end"})
+        uow.messages.append(sid, {"role": "assistant", "content": "nothing to see"})
+        uow.commit()
+    hits = store.search(query, session_id=sid)
+    if parse_query(query):
+        assert planted in {h.message_id for h in hits}
+    else:
+        assert hits == []
+    _index_is_live(store)
