@@ -8,7 +8,13 @@ from hypothesis import strategies as st
 from sqlalchemy import text
 
 from hermes_repo import StateStore, fts
-from hermes_repo.repositories.search import SNIPPET_CLOSE, SNIPPET_OPEN, parse_query
+from hermes_repo.repositories.search import (
+    CANDIDATE_CAP,
+    RANK_CUTOFF,
+    SNIPPET_CLOSE,
+    SNIPPET_OPEN,
+    parse_query,
+)
 
 
 @pytest.fixture
@@ -197,3 +203,55 @@ def test_hostile_text_finds_the_message_that_contains_it(
     else:
         assert hits == []
     _index_is_live(store)
+
+
+def test_a_term_with_more_hits_than_the_rank_cutoff_comes_newest_first_and_complete(
+    store: StateStore,
+) -> None:
+    """Past RANK_CUTOFF hits bm25 is skipped: every hit, newest first (not by score,
+    and not capped to the ranked path's candidate set)."""
+    n = RANK_CUTOFF + 301
+    with store.unit_of_work() as uow:  # one executemany: the corpus costs well under a second
+        sid = uow.sessions.create(id="bulk")
+        uow.messages.append_many(
+            sid,
+            [
+                # Every 7th row repeats the term: bm25 would rank those first.
+                {"role": "user", "content": "omnipresent " * (6 if i % 7 == 0 else 1) + f"r{i}"}
+                for i in range(n)
+            ],
+        )
+        uow.messages.append(sid, {"role": "user", "content": "unrelated newest row"})
+        uow.commit()
+    with store.engine.connect() as conn:
+        expected = [
+            r[0]
+            for r in conn.execute(
+                text("SELECT id FROM messages WHERE content LIKE '%omnipresent%' ORDER BY id DESC")
+            )
+        ]
+    assert len(expected) == n > RANK_CUTOFF > CANDIDATE_CAP
+
+    every = store.search("omnipresent", limit=n + 100)
+    assert [h.message_id for h in every] == expected  # complete, newest first
+    top = store.search("omnipresent", limit=25)
+    assert [h.message_id for h in top] == expected[:25]
+    assert all(f"{SNIPPET_OPEN}omnipresent{SNIPPET_CLOSE}" in h.snippet for h in top)
+    _index_is_live(store)
+
+
+def test_a_term_under_the_rank_cutoff_is_ranked_by_bm25(store: StateStore) -> None:
+    """The other side of the cutoff, on the same kind of corpus: most relevant first."""
+    with store.unit_of_work() as uow:
+        sid = uow.sessions.create(id="small")
+        uow.messages.append_many(
+            sid,
+            [
+                {"role": "user", "content": "omnipresent " * (6 if i % 7 == 0 else 1) + f"r{i}"}
+                for i in range(70)
+            ],
+        )
+        uow.commit()
+    top = store.search("omnipresent", limit=10)
+    heavy = [h for h in top if h.snippet.count("omnipresent") > 1]
+    assert len(heavy) == 10  # the rows repeating the term, not the newest rows
