@@ -44,6 +44,11 @@ class Mutation:
 
 
 QP = "tests/faults/test_quarantine_paths.py"
+RS = "tests/integration/test_recovery_spool.py"
+FD = "tests/faults/test_fts_damage.py"
+RP = "tests/unit/test_repair.py"
+SE = "tests/integration/test_search.py"
+FF = "tests/faults/test_flush_faults.py"
 
 MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
@@ -85,6 +90,86 @@ MUTATIONS: tuple[Mutation, ...] = (
         "def _hold_sentinel(driver: Driver, db_path: Path) -> None:\n    return\n",
         (f"{QP}::test_close_of_a_quarantined_store_does_no_checkpoint",),
         "the read-only sentinel (fallback without the C switch) is never opened",
+    ),
+    Mutation(
+        "replay-ignores-stored-uids",
+        "hermes_repo/transcript/recovery.py",
+        "if c.uid not in stored and c.uid not in skip]",
+        "if c.uid not in skip]",
+        (f"{RS}::test_records_with_uid_are_inserted_once_in_file_order",),
+        "spool replay no longer skips records whose uid is already stored",
+    ),
+    Mutation(
+        "degrade-keeps-triggers",
+        "hermes_repo/fts.py",
+        '    for name in TRIGGER_NAMES:\n        conn.execute(text(f"DROP TRIGGER IF EXISTS',
+        '    for name in ():\n        conn.execute(text(f"DROP TRIGGER IF EXISTS',
+        (f"{FD}::test_write_through_a_damaged_index_succeeds_with_the_index_detached",),
+        "degrading the index marks it stale but leaves the sync triggers in place",
+    ),
+    Mutation(
+        "degrade-not-recognised",
+        "hermes_repo/store.py",
+        "        if exc.kind is ErrorKind.FTS:\n            return True",
+        "        if exc.kind is ErrorKind.FTS:\n            return False",
+        (f"{FD}::test_write_through_a_damaged_index_succeeds_with_the_index_detached",),
+        "an FTS error is no longer taken for index damage: the write fails instead",
+    ),
+    Mutation(
+        "repair-duplicate-tool-calls",
+        "hermes_repo/transcript/repair.py",
+        "                if cid in seen:\n                    continue",
+        "                if False:\n                    continue",
+        (f"{RP}::test_consecutive_assistants_unite_tool_calls_without_duplicate_ids",),
+        "merging assistant turns keeps a tool call re-sent with the same id twice",
+    ),
+    Mutation(
+        "repair-user-separator",
+        "hermes_repo/transcript/repair.py",
+        '_TEXT_SEPARATORS: Final = {"user": "\\n\\n", "assistant": "\\n"}',
+        '_TEXT_SEPARATORS: Final = {"user": "\\n", "assistant": "\\n"}',
+        (f"{RP}::test_consecutive_users_merge_into_the_first_with_blank_line",),
+        "merged user turns are joined without the blank line",
+    ),
+    Mutation(
+        "escape-fts-quotes",
+        "hermes_repo/repositories/search.py",
+        """    return '"' + term.replace('"', '""') + '"'""",
+        """    return '"' + term + '"'""",
+        (f"{SE}::test_operator_characters_are_plain_text",),
+        "a double quote in a search term is no longer doubled inside the FTS5 string",
+    ),
+    Mutation(
+        "escape-like-wildcards",
+        "hermes_repo/repositories/search.py",
+        """    escaped = term.replace("\\\\", "\\\\\\\\").replace("%", "\\\\%")""",
+        '    escaped = term.replace("%", "%")',
+        (f"{SE}::test_operator_characters_are_plain_text",),
+        "% and \\ in a search term are no longer escaped for LIKE",
+    ),
+    Mutation(
+        "search-rank-cutoff-ignored",
+        "hermes_repo/repositories/search.py",
+        "        if any(self._more_hits_than(p, RANK_CUTOFF) for p in phrases):",
+        "        if False:",
+        (f"{SE}::test_a_term_with_more_hits_than_the_rank_cutoff_comes_newest_first_and_complete",),
+        "a term past RANK_CUTOFF hits goes through the capped bm25 path",
+    ),
+    Mutation(
+        "retry-transient-not-replayed",
+        "hermes_repo/retry.py",
+        "            if exc.kind is not ErrorKind.TRANSIENT:\n                raise",
+        "            if True:\n                raise",
+        (f"{FF}::test_lock_released_within_the_budget_never_spools",),
+        "a locked database is not waited out: the first BUSY gives up",
+    ),
+    Mutation(
+        "retry-budget-ignored",
+        "hermes_repo/retry.py",
+        "            remaining = policy.budget_s - elapsed",
+        "            remaining = 0.0",
+        (f"{FF}::test_lock_released_within_the_budget_never_spools",),
+        "the retry budget is treated as spent after the first attempt",
     ),
 )
 
