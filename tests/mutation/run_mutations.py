@@ -140,6 +140,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a double quote in a search term is no longer doubled inside the FTS5 string",
     ),
     Mutation(
+        "escape-fts-single-quotes",
+        "hermes_repo/repositories/search.py",
+        """    return '"' + term.replace('"', '""') + '"'""",
+        '    return "\'" + term.replace("\'", "\'\'") + "\'"',
+        (f"{SE}::test_operator_characters_are_plain_text",),
+        "terms quoted the SQL way, which FTS5 reads as syntax: every search detaches the index",
+    ),
+    Mutation(
         "escape-like-wildcards",
         "hermes_repo/repositories/search.py",
         """    escaped = term.replace("\\\\", "\\\\\\\\").replace("%", "\\\\%")""",
