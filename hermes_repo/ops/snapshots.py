@@ -250,9 +250,15 @@ def _ensure_folder(folder: Path) -> None:
 
 
 @contextlib.contextmanager
-def _folder_lock(folder: Path, wait_s: float = FOLDER_LOCK_WAIT_S) -> Iterator[None]:
+def _folder_lock(folder: Path, wait_s: float | None = None) -> Iterator[None]:
     """One create or restore at a time per folder, so retention and the clean-up of
-    half-made files never touch a snapshot that another operation is writing."""
+    half-made files never touch a snapshot that another operation is writing.
+
+    ``wait_s`` defaults to :data:`FOLDER_LOCK_WAIT_S`, read at call time (a default
+    argument would freeze it at import, and setting the module value would do nothing).
+    """
+    if wait_s is None:
+        wait_s = FOLDER_LOCK_WAIT_S
     fd = os.open(folder / _LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         deadline = time.monotonic() + wait_s

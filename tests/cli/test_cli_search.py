@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hermes_repo import StateStore
+from hermes_repo import StateStore, fts
 
 Cli = Callable[..., Any]
 
@@ -69,13 +69,30 @@ def test_search_filters_by_role_and_session(shared_home: Path, cli: Cli) -> None
     assert by_session and {h["session_id"] for h in by_session} == {"sample-dashboard-review"}
 
 
-def test_hostile_query_text_never_fails(shared_home: Path, cli: Cli) -> None:
-    for query in ['"unbalanced', "NEAR(a b", "*", "a OR", "%_\\", "-x:y^"]:
+def test_hostile_query_text_finds_its_message_and_leaves_the_index_live(
+    imported_home: Path, cli: Cli
+) -> None:
+    queries = ['"unbalanced', "NEAR(a b", "*", "a OR", "%_\\", "-x:y^"]
+    with StateStore.open(imported_home) as store:
+        store.write(lambda uow: uow.sessions.create(id="hostile"))
+        planted = {
+            q: store.append_message("hostile", {"role": "user", "content": q}) for q in queries
+        }
+    for query in queries:
         # `--` ends the options, as the help says, for queries that start with "-".
-        result = cli("--home", shared_home, "search", "--json", "--", query)
+        result = cli(
+            "--home", imported_home, "search", "--json", "--session", "hostile", "--", query
+        )
 
         assert result.code == 0, (query, result.stderr)
-        assert isinstance(json.loads(result.stdout), list)
+        assert planted[query] in [h["message_id"] for h in json.loads(result.stdout)], query
+    # No query detached the index (an fts5 error would have, quietly).
+    with StateStore.open(imported_home) as store:
+        health = store.health()
+        with store.engine.connect() as conn:
+            triggers = fts.present_triggers(conn)
+    assert not health.fts_stale
+    assert triggers == set(fts.TRIGGER_NAMES)
 
 
 def test_search_with_no_hit_says_so(shared_home: Path, cli: Cli) -> None:

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import errno
 import logging
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +14,8 @@ import pytest
 from hermes_repo import StateStore, TranscriptWriter, quarantine
 from tests.support import damage
 from tests.support.faultinject import FaultInjector, under
+from tests.support.locking import write_lock_held_by_another_process
+from tests.support.retries import RETRY_LOGGER, retries, watching_retries
 from tests.support.spooling import (
     MODULE,
     check_store,
@@ -27,9 +27,6 @@ from tests.support.spooling import (
 
 Msg = dict[str, Any]
 BUDGET = 0.5
-# One attempt may itself wait busy_timeout (1 s) inside SQLite after the budget starts
-# running out; then the spool is written and fsynced.
-MARGIN = 1.0 + 0.5
 
 
 def convo(n: int, start: int = 0, size: int = 20) -> list[Msg]:
@@ -67,17 +64,20 @@ def test_lock_held_past_the_budget_spools_within_budget_then_recovers(
     holder.execute("BEGIN IMMEDIATE")
     try:
         messages += convo(3, start=2)
-        started = time.monotonic()
-        with caplog.at_level(logging.WARNING, logger="hermes_repo"):
+        with caplog.at_level(logging.DEBUG, logger="hermes_repo"):
             result = writer.flush(messages)
-        took = time.monotonic() - started
     finally:
         holder.execute("ROLLBACK")
         holder.close()
     assert (result.written, result.spooled, result.unsaved) == (0, 3, 0)
-    assert BUDGET <= took < BUDGET + MARGIN, took
+    # Replayed while the budget lasted (one attempt can itself wait busy_timeout, longer
+    # than this budget), then spooled: the error counts exactly the attempts made.
+    replays = retries(caplog)
+    assert replays == list(range(1, len(replays) + 1))
     assert result.error is not None
     assert "database is locked by another process for" in result.error
+    n = len(replays) + 1
+    assert f"({n} attempt{'s' * (n != 1)} within a {BUDGET:g} s budget" in result.error
     assert "unknown" not in result.error.lower()
     assert any("transient" in r.getMessage() for r in caplog.records if r.levelname == "WARNING")
     assert result.spooled_uids == tuple(uids(messages[2:]))
@@ -85,28 +85,33 @@ def test_lock_held_past_the_budget_spools_within_budget_then_recovers(
     recover_and_check(store.home, "busy", messages)
 
 
-def test_lock_released_within_the_budget_never_spools(store: StateStore) -> None:
-    writer = store.transcript_writer("busy", write_budget_s=5.0)
+def test_lock_released_within_the_budget_never_spools(
+    store: StateStore, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The holder outlasts SQLite's own busy timeout, so the store's retry loop (not
+    busy_timeout) is what waits it out: released after the first replay is logged."""
+    writer = store.transcript_writer("busy", write_budget_s=60.0)
     writer.flush(convo(1))
-    holder = raw(store.home)
-    holder.execute("BEGIN IMMEDIATE")
-    holder.execute("INSERT INTO state_meta(key, value, updated_at) VALUES ('probe', 'x', 0)")
-
-    def release() -> None:
-        time.sleep(0.2)
-        holder.execute("COMMIT")
-
-    releaser = threading.Thread(target=release)
     messages = convo(3)
-    started = time.monotonic()
-    releaser.start()
-    try:
-        result = writer.flush(messages)
-    finally:
-        releaser.join()
-        holder.close()
+    with write_lock_held_by_another_process(store.path, tmp_path / "signals") as lock:
+
+        class ReleaseOnFirstReplay(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                if record.name == RETRY_LOGGER:
+                    lock.release()
+
+        handler = ReleaseOnFirstReplay(logging.DEBUG)
+        logging.getLogger(RETRY_LOGGER).addHandler(handler)
+        try:
+            with watching_retries(caplog):
+                result = writer.flush(messages)
+        finally:
+            logging.getLogger(RETRY_LOGGER).removeHandler(handler)
     assert (result.written, result.spooled, result.error) == (3, 0, None)
-    assert time.monotonic() - started >= 0.2
+    replays = retries(caplog)
+    assert replays[:1] == [1]  # at least one whole replay after a BUSY attempt
+    assert replays == list(range(1, len(replays) + 1))
+    assert [r["uid"] for r in stored(store.home, "busy")][1:] == uids(messages)
     assert pending_files(store.home) == []
     check_store(store.home)
 
@@ -145,17 +150,16 @@ def test_recovery_at_open_does_not_wait_long_for_a_held_lock(home: Path) -> None
     holder = raw(home)
     holder.execute("BEGIN IMMEDIATE")
     try:
-        started = time.monotonic()
         store = StateStore.open(home)
-        took = time.monotonic() - started
         report = store.last_recovery
         store.close()
     finally:
         holder.execute("ROLLBACK")
         holder.close()
-    # One short budget for the first file, then the others are left alone.
-    assert took < 2.0 + MARGIN + 1.0, took
+    # One short budget (2 s, not the store's 20 s) for the first file, then the others
+    # are left alone.
     assert report is not None and report.kept == 2 and report.inserted == 0
+    assert "s budget" in report.errors[0] and "within a 2 s budget" in report.errors[0]
     assert "4 more file(s) not tried" in report.errors[-1]
     assert len(pending_files(home)) == 5  # kept for the next open
     recover_and_check(home, "s1", messages)
@@ -166,24 +170,26 @@ def test_recovery_at_open_does_not_wait_long_for_a_held_lock(home: Path) -> None
 # -- READONLY ------------------------------------------------------------------------
 
 
-def test_read_only_connections_are_retried_then_spooled(store: StateStore) -> None:
+def test_read_only_connections_are_retried_then_spooled(
+    store: StateStore, caplog: pytest.LogCaptureFixture
+) -> None:
     writer = store.transcript_writer("ro", write_budget_s=0.3)
     messages = convo(3)
-    with on_store_connections(store, "PRAGMA query_only = 1"):
-        started = time.monotonic()
+    with on_store_connections(store, "PRAGMA query_only = 1"), watching_retries(caplog):
         result = writer.flush(messages)
-        took = time.monotonic() - started
     assert (result.written, result.spooled) == (0, 3)
     assert result.error is not None and "database is read-only for" in result.error
-    assert "attempts" in result.error  # replayed, not given up at the first error
-    assert took >= 0.3
+    replays = retries(caplog)  # replayed, not given up at the first error
+    assert replays and f"{len(replays) + 1} attempts" in result.error
     recover_and_check(store.home, "ro", messages)
 
 
 # -- FULL ----------------------------------------------------------------------------
 
 
-def test_full_database_spools_at_once_then_recovers_when_space_returns(store: StateStore) -> None:
+def test_full_database_spools_at_once_then_recovers_when_space_returns(
+    store: StateStore, caplog: pytest.LogCaptureFixture
+) -> None:
     writer = store.transcript_writer("full")
     messages = convo(2)
     writer.flush(messages)
@@ -191,14 +197,12 @@ def test_full_database_spools_at_once_then_recovers_when_space_returns(store: St
     pages = probe.execute("PRAGMA page_count").fetchone()[0]
     probe.close()
     messages += convo(4, start=2, size=20_000)  # each needs new (overflow) pages
-    with on_store_connections(store, f"PRAGMA max_page_count = {pages}"):
-        started = time.monotonic()
+    with on_store_connections(store, f"PRAGMA max_page_count = {pages}"), watching_retries(caplog):
         result = writer.flush(messages)
-        took = time.monotonic() - started
     assert (result.written, result.spooled) == (0, 4)
     assert result.error is not None and result.error.startswith("disk:")
     assert "full" in result.error
-    assert took < 1.0  # not a transient error: no retry loop
+    assert retries(caplog) == []  # not a transient error: no retry loop
     recover_and_check(store.home, "full", messages)
 
 

@@ -10,6 +10,7 @@ to repair, and write nothing (no lost update, no row archived twice).
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 import threading
@@ -19,11 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import event
 
 from hermes_repo import StateStore
 from hermes_repo.transcript.reconcile import reconcile_session
 from hermes_repo.transcript.repair import violations
 from tests.support.processes import reaped
+from tests.support.retries import RETRY_LOGGER
 from tests.support.transcripts import EXPECTED_ARCHIVED, MALFORMED, raw_connect, seed
 
 WORKER = r"""
@@ -147,25 +150,40 @@ def test_repair_waits_out_a_held_write_lock_and_clean_loads_do_not_wait(home: Pa
         clean, _ = seed(
             store, [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
         )
+        sent: list[str] = []
+        event.listen(store.engine, "before_cursor_execute", lambda *a: sent.append(a[2]))
+        replayed = threading.Event()
+
+        class OnReplay(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                replayed.set()
+
+        retry_log = logging.getLogger(RETRY_LOGGER)
+        handler, level = OnReplay(logging.DEBUG), retry_log.level
+        retry_log.addHandler(handler)
+        retry_log.setLevel(logging.DEBUG)
         holder = store.driver.module.connect(str(store.path), isolation_level=None)
         holder.execute("BEGIN IMMEDIATE")
         try:
-            # A clean session needs no write lock: it loads while another writer holds it.
-            started = time.monotonic()
+            # A clean session needs no write lock: it loads while another writer holds
+            # it, without asking for the lock and without a replay.
             assert store.load_conversation(clean, repair=True).repairs == 0
-            assert time.monotonic() - started < 0.5
+            assert sent and not [s for s in sent if "IMMEDIATE" in s]
+            assert not replayed.is_set()
 
             outcome: list[Any] = []
             worker = threading.Thread(
                 target=lambda: outcome.append(reconcile_session(store, sid)), daemon=True
             )
             worker.start()
-            # Longer than busy_timeout: the unit fails with BUSY and is replayed whole.
-            time.sleep(1.5)
-            assert worker.is_alive() and not outcome
+            # Held past busy_timeout: the unit fails with BUSY and is replayed whole.
+            assert replayed.wait(timeout=60)
+            assert not outcome  # nothing is written while the lock is held
         finally:
             holder.execute("COMMIT")
             holder.close()
-        worker.join(timeout=30)
+            retry_log.removeHandler(handler)
+            retry_log.setLevel(level)
+        worker.join(timeout=60)
         assert outcome and outcome[0].repairs == len(EXPECTED_ARCHIVED)
         assert store.load_conversation(sid, repair=True).repairs == 0

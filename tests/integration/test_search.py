@@ -7,8 +7,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
-from hermes_repo import StateStore
-from hermes_repo.repositories.search import SNIPPET_CLOSE, SNIPPET_OPEN
+from hermes_repo import StateStore, fts
+from hermes_repo.repositories.search import (
+    CANDIDATE_CAP,
+    RANK_CUTOFF,
+    SNIPPET_CLOSE,
+    SNIPPET_OPEN,
+    parse_query,
+)
 
 
 @pytest.fixture
@@ -101,34 +107,61 @@ def test_like_wildcards_are_literal(store: StateStore, corpus: dict, query: str)
     assert [h.role for h in hits] == ["tool"]
 
 
-@pytest.mark.parametrize(
-    "query",
-    [
-        '"',
-        '"unbalanced',
-        "NEAR(",
-        "NEAR(a b)",
-        "*",
-        "a*",
-        "-",
-        "-zebracorn",
-        ":",
-        "content:x",
-        "^",
-        "^zebracorn",
-        "AND",
-        "OR NOT",
-        "zebracorn AND",
-        "()",
-        "''",
-        "{}",
-        "[",
-        "+",
-        "'; DROP TABLE",
-    ],
-)
-def test_operator_characters_are_plain_text(store: StateStore, corpus: dict, query: str) -> None:
-    store.search(query)  # never raises
+def _index_is_live(store: StateStore) -> None:
+    """No query may detach the index: any fts5 error counts as damage, so an escaping
+    bug would degrade search quietly to the LIKE scan and still return rows."""
+    with store.engine.connect() as conn:
+        assert fts.stale_marker(conn) is None
+        assert fts.present_triggers(conn) == set(fts.TRIGGER_NAMES)
+    assert not store.health().fts_stale
+
+
+# The hostile session holds the planted text and a decoy that shares words with several
+# queries; "decoy" says whether the decoy matches when every term is plain text (an
+# operator that acted would change that answer, or fail and detach the index).
+DECOY = "zebracorn decoy a b x content near"
+HOSTILE = [
+    ('"', False),
+    ('"unbalanced', False),
+    ("NEAR(", True),
+    ("NEAR(a b)", False),
+    ("*", False),
+    ("a*", True),
+    ("-", False),
+    ("-zebracorn", True),
+    (":", False),
+    ("content:x", False),
+    ("^", False),
+    ("^zebracorn", True),
+    ("AND", False),
+    ("OR NOT", False),
+    ("zebracorn AND", False),
+    ("()", False),
+    ("''", False),
+    ("{}", False),
+    ("[", False),
+    ("+", False),
+    ("'; DROP TABLE", False),
+    ("%", False),
+    ("_", False),
+    ("\\", False),
+]
+
+
+@pytest.mark.parametrize(("query", "decoy"), HOSTILE, ids=[q for q, _ in HOSTILE])
+def test_operator_characters_are_plain_text(
+    store: StateStore, corpus: dict, query: str, decoy: bool
+) -> None:
+    with store.unit_of_work() as uow:
+        sid = uow.sessions.create(id="hostile")
+        planted = uow.messages.append(sid, {"role": "user", "content": f"begin {query} end"})
+        other = uow.messages.append(sid, {"role": "user", "content": DECOY})
+        uow.commit()
+    hits = store.search(query, session_id=sid)
+    assert {h.message_id for h in hits} == ({planted, other} if decoy else {planted})
+    _index_is_live(store)
+    assert len(store.search(query, limit=50)) >= 1  # and across sessions
+    _index_is_live(store)
 
 
 def test_operators_do_not_act(store: StateStore, corpus: dict) -> None:
@@ -144,3 +177,81 @@ def test_operators_do_not_act(store: StateStore, corpus: dict) -> None:
 def test_hostile_queries_never_raise(store: StateStore, corpus: dict, query: str) -> None:
     hits = store.search(query, limit=5)
     assert len(hits) <= 5
+    _index_is_live(store)
+
+
+_planted = iter(range(1_000_000))
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(query=st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=40))
+def test_hostile_text_finds_the_message_that_contains_it(
+    store: StateStore, corpus: dict, query: str
+) -> None:
+    # Printable ASCII: every operator and wildcard character of FTS5 and LIKE.
+    sid = f"planted-{next(_planted)}"
+    with store.unit_of_work() as uow:
+        uow.sessions.create(id=sid)
+        planted = uow.messages.append(sid, {"role": "user", "content": f"begin {query} end"})
+        uow.messages.append(sid, {"role": "assistant", "content": "nothing to see"})
+        uow.commit()
+    hits = store.search(query, session_id=sid)
+    if parse_query(query):
+        assert planted in {h.message_id for h in hits}
+    else:
+        assert hits == []
+    _index_is_live(store)
+
+
+def test_a_term_with_more_hits_than_the_rank_cutoff_comes_newest_first_and_complete(
+    store: StateStore,
+) -> None:
+    """Past RANK_CUTOFF hits bm25 is skipped: every hit, newest first (not by score,
+    and not capped to the ranked path's candidate set)."""
+    n = RANK_CUTOFF + 301
+    with store.unit_of_work() as uow:  # one executemany: the corpus costs well under a second
+        sid = uow.sessions.create(id="bulk")
+        uow.messages.append_many(
+            sid,
+            [
+                # Every 7th row repeats the term: bm25 would rank those first.
+                {"role": "user", "content": "omnipresent " * (6 if i % 7 == 0 else 1) + f"r{i}"}
+                for i in range(n)
+            ],
+        )
+        uow.messages.append(sid, {"role": "user", "content": "unrelated newest row"})
+        uow.commit()
+    with store.engine.connect() as conn:
+        expected = [
+            r[0]
+            for r in conn.execute(
+                text("SELECT id FROM messages WHERE content LIKE '%omnipresent%' ORDER BY id DESC")
+            )
+        ]
+    assert len(expected) == n > RANK_CUTOFF > CANDIDATE_CAP
+
+    every = store.search("omnipresent", limit=n + 100)
+    assert [h.message_id for h in every] == expected  # complete, newest first
+    top = store.search("omnipresent", limit=25)
+    assert [h.message_id for h in top] == expected[:25]
+    assert all(f"{SNIPPET_OPEN}omnipresent{SNIPPET_CLOSE}" in h.snippet for h in top)
+    _index_is_live(store)
+
+
+def test_a_term_under_the_rank_cutoff_is_ranked_by_bm25(store: StateStore) -> None:
+    """The other side of the cutoff, on the same kind of corpus: most relevant first."""
+    with store.unit_of_work() as uow:
+        sid = uow.sessions.create(id="small")
+        uow.messages.append_many(
+            sid,
+            [
+                {"role": "user", "content": "omnipresent " * (6 if i % 7 == 0 else 1) + f"r{i}"}
+                for i in range(70)
+            ],
+        )
+        uow.commit()
+    top = store.search("omnipresent", limit=10)
+    heavy = [h for h in top if h.snippet.count("omnipresent") > 1]
+    assert len(heavy) == 10  # the rows repeating the term, not the newest rows

@@ -8,8 +8,10 @@ subprocess killed with SIGKILL, which leaves committed rows only in the ``-wal``
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
+import math
 import os
 import shutil
 import signal
@@ -322,17 +324,48 @@ def test_snapshot_before_labels_the_snapshot_with_the_reason(home: Path) -> None
     assert list_snapshots(home) == [snap]
 
 
+class _CountingFlock:
+    """``fcntl`` as the snapshot module sees it, counting its lock attempts."""
+
+    LOCK_EX, LOCK_NB, LOCK_UN = fcntl.LOCK_EX, fcntl.LOCK_NB, fcntl.LOCK_UN
+
+    def __init__(self) -> None:
+        self.attempts = 0
+
+    def flock(self, fd: int, op: int) -> None:
+        if op & fcntl.LOCK_EX:
+            self.attempts += 1
+        fcntl.flock(fd, op)
+
+
+@pytest.mark.parametrize("wait_s", [0.0, 0.35])
 def test_concurrent_snapshot_operation_is_refused_after_a_short_wait(
-    home: Path, monkeypatch: pytest.MonkeyPatch
+    home: Path, monkeypatch: pytest.MonkeyPatch, wait_s: float
 ) -> None:
-    monkeypatch.setattr(snaps, "FOLDER_LOCK_WAIT_S", 0.2)
+    _fill(home, sessions=1)
+    snap = create_snapshot(home)
+    monkeypatch.setattr(snaps, "FOLDER_LOCK_WAIT_S", wait_s)
+    counting = _CountingFlock()
+    monkeypatch.setattr(snaps, "fcntl", counting)
     folder = home / snaps.SNAPSHOT_DIR
-    snaps._ensure_folder(folder)
-    with (
-        snaps._folder_lock(folder),
-        pytest.raises(SnapshotBusyError, match="another snapshot"),
-    ):
-        create_snapshot(home)
+    before = _store_files(home)
+    # The other operation holds the folder lock on its own open file (flock locks
+    # belong to the open file, so this conflicts as another process would).
+    with snaps._folder_lock(folder, wait_s=0):
+        held = counting.attempts
+        for operation in (lambda: create_snapshot(home), lambda: restore_snapshot(home, snap.id)):
+            counting.attempts = 0
+            with pytest.raises(SnapshotBusyError, match="another snapshot"):
+                operation()
+            # Polls every 0.1 s until the wait is over: one try when no wait is set, a
+            # few for a short wait; sleeping longer on a loaded machine only means fewer.
+            if wait_s == 0:
+                assert counting.attempts == 1
+            else:
+                assert 2 <= counting.attempts <= math.ceil(wait_s / 0.1) + 1
+    assert held == 1
+    assert list_snapshots(home) == [snap]
+    assert _store_files(home) == before
 
 
 # -- retention and half-made snapshots --------------------------------------------------
@@ -581,6 +614,38 @@ def test_restore_refuses_without_room_for_the_copy(
     with pytest.raises(SnapshotSpaceError, match="restored copy"):
         restore_snapshot(home, snap.id)
     assert _store_files(home) == before
+
+
+def test_restore_refuses_on_a_real_disk_without_room_for_the_copy(
+    tmp_path: Path, template_home: Path
+) -> None:
+    """The store, its snapshots and the restored copy on one small tmpfs, filled up."""
+    home = tmp_path / "small-disk-home"
+    with tiny_disk(home, 48 * 2**20):
+        shutil.copyfile(template_home / "state.db", home / "state.db")
+        os.chmod(home / "state.db", 0o600)
+        _fill(home, sessions=1)
+        snap = create_snapshot(home)
+        # Leave less free than one copy plus its margin: a real full disk, not a fake
+        # disk_usage. (The restored copy and the pre-restore snapshot share this disk.)
+        ballast = home / "ballast"
+        left = 8 * 2**20
+        with open(ballast, "wb") as f:
+            chunk = b"\0" * 2**20
+            while shutil.disk_usage(home).free - len(chunk) > left:
+                f.write(chunk)
+                f.flush()
+                os.fsync(f.fileno())
+        assert shutil.disk_usage(home).free < snaps._with_margin(snap.size or 0)
+        before = _store_files(home)
+        with pytest.raises(SnapshotSpaceError, match="restored copy"):
+            restore_snapshot(home, snap.id)
+        assert _store_files(home) == before
+        assert list_snapshots(home) == [snap]  # no pre-restore snapshot was started
+        assert not [p for p in home.iterdir() if ".restore-" in p.name]
+        # The refusal was the disk's: with the room back, the same restore goes through.
+        ballast.unlink()
+        assert restore_snapshot(home, snap.id).snapshot == snap
 
 
 def test_keep_must_be_positive(home: Path) -> None:
