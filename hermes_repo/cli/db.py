@@ -24,6 +24,7 @@ from ..engine import Driver, create_store_engine, engine_driver
 from ..errors import translate
 from ..ops import migrate
 from ..ops.backup import timestamped_backup
+from ..ops.replace import replace_store
 from ..ops.snapshots import SnapshotVerifyError, snapshot_before
 from ._output import CliError, echo_json
 
@@ -93,7 +94,7 @@ def _driver_line(driver: Driver, journal_mode: str) -> str:
 
 @click.group("db")
 def db() -> None:
-    """Schema migrations: upgrade, show the revision, check for drift.
+    """Schema migrations (upgrade, revision, drift check) and installing a recovered file.
 
     The schema of state.db is built and changed only by the migrations shipped inside
     the package (Alembic); no ini file or source checkout is needed.
@@ -240,3 +241,37 @@ def check(state: CliState) -> None:
             "restore a backup or recover the store into a new file with the migrations"
         )
     click.echo(f"{path}: schema at head {rev.head}, no drift")
+
+
+@db.command("replace")
+@click.argument("new_db", metavar="NEW.db", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@click.pass_obj
+def replace(state: CliState, new_db: Path, as_json: bool) -> None:
+    """Install NEW.db (e.g. the output of `sessions recover`) as the store, safely.
+
+    Stop every process using the store first: the command refuses while any process
+    has it open and names the pids. NEW.db is copied beside the store with SQLite's
+    backup API (NEW.db itself is left as it is) and the copy must pass integrity_check
+    and be at schema head. Then the old state.db is moved aside together with its
+    -wal, -shm and -journal, as state.db.replaced-<UTC time> plus the same suffixes
+    (kept, 0600; `sessions recover --source` still reads them as one database), the
+    copy takes its place, and the store is opened to verify it. Never copy a file over
+    state.db by hand: SQLite would replay the old -wal into it.
+
+    \b
+    Example:
+      hermes-repo sessions recover --source ~/.hermes/state.db --output ~/.hermes/recovered/state.db
+      hermes-repo --home ~/.hermes db replace ~/.hermes/recovered/state.db
+    """
+    result = replace_store(state.db_path.parent, new_db)
+    if as_json:
+        echo_json(result.as_dict())
+        return
+    click.echo(
+        f"installed {result.new} as {result.path} (integrity_check {result.integrity}, "
+        f"revision {result.revision}; {result.counts.get('sessions', 0)} sessions, "
+        f"{result.counts.get('messages', 0)} messages)"
+    )
+    if result.aside:
+        click.echo(f"the old files are kept aside: {', '.join(result.aside)}")

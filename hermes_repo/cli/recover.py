@@ -7,6 +7,7 @@ The command never writes to (or beside) the source: both modes read a private by
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -261,6 +262,7 @@ def _print_result(console: Console, result: RecoveryResult) -> None:
             Text(f"{result.counters_fixed} session counter(s) set to the salvaged messages")
         )
     output = Path(result.output)
+    home = Path(result.before.source).parent
     console.print(
         Text(
             f"wrote {output} (integrity_check: {result.integrity}) in {result.seconds:.1f} s",
@@ -269,5 +271,6 @@ def _print_result(console: Console, result: RecoveryResult) -> None:
     )
     if output.name == DB_NAME:
         console.print(Text(f"look inside: hermes-repo --home {output.parent} sessions list"))
-    else:
-        console.print(Text(f"to use it, move it to <home>/{DB_NAME} with the store stopped"))
+    # Never a hand copy over state.db: SQLite would replay the old -wal into the new file.
+    replace = f"hermes-repo --home {shlex.quote(str(home))} db replace {shlex.quote(str(output))}"
+    console.print(Text(f"to put it in place of the old store (stopped first): {replace}"))

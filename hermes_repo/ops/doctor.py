@@ -77,6 +77,8 @@ __all__ = [
     "check_store",
     "diagnose",
     "recover_commands",
+    "recovered_path",
+    "replace_command",
 ]
 
 Severity = Literal["error", "warning"]
@@ -622,6 +624,17 @@ def check_fts(ctx: DoctorContext) -> CheckResult:
 # -- the file: header, quick_check --------------------------------------------------------
 
 
+def recovered_path(db_path: Path) -> Path:
+    """Where the salvage commands put the new store: ``<home>/recovered/state.db``."""
+    return db_path.parent / "recovered" / DB_NAME
+
+
+def replace_command(db_path: Path) -> str:
+    """The command that installs the recovered store in place of the damaged one."""
+    home = shlex.quote(str(db_path.parent))
+    return f"hermes-repo --home {home} db replace {shlex.quote(str(recovered_path(db_path)))}"
+
+
 def recover_commands(db_path: Path) -> tuple[str, str]:
     """The two salvage commands for a store: inspect, then recover into a new file.
 
@@ -629,7 +642,7 @@ def recover_commands(db_path: Path) -> tuple[str, str]:
     existing path, and a ``state.db`` in a folder of its own opens with ``--home``.
     """
     source = shlex.quote(str(db_path))
-    output = shlex.quote(str(db_path.parent / "recovered" / DB_NAME))
+    output = shlex.quote(str(recovered_path(db_path)))
     return (
         f"hermes-repo sessions recover --source {source} --inspect-only",
         f"hermes-repo sessions recover --source {source} --output {output}",
@@ -638,7 +651,10 @@ def recover_commands(db_path: Path) -> tuple[str, str]:
 
 def _damaged_file_fix(ctx: DoctorContext) -> str:
     inspect, output = recover_commands(ctx.db_path)
-    fix = f"{STOP_FIRST} `{inspect}`, then, if rows are recoverable, `{output}`"
+    fix = (
+        f"{STOP_FIRST} `{inspect}`, then, if rows are recoverable, `{output}` and put it in "
+        f"place of the old file with `{replace_command(ctx.db_path)}`"
+    )
     newest = next((s for s in list_snapshots(ctx.home) if s.ok), None)
     if newest is not None:
         restore = ctx.command(f"hermes-repo snapshot restore {newest.id}")

@@ -65,8 +65,16 @@ from ..errors import HermesRepoError, describe
 from ..holders import HolderLock, StoreHeldError
 from ..store import StateStore
 from .backup import read_only_engine, timestamped_backup
-from .doctor import STOP_FIRST, DoctorReport, Finding, diagnose, recover_commands
+from .doctor import (
+    STOP_FIRST,
+    DoctorReport,
+    Finding,
+    diagnose,
+    recover_commands,
+    recovered_path,
+)
 from .fts_rebuild import REPAIR_COMMAND, RebuildOutcome, guarded_rebuild
+from .replace import REPLACE_COMMAND
 from .snapshots import list_snapshots, snapshot_before
 from .transcript_check import (
     TranscriptRepairSummary,
@@ -223,10 +231,12 @@ def _damage(doctor: DoctorReport) -> Damage:
 def _salvage_steps(db_path: Path) -> list[str]:
     """What comes after a repair that cannot, or did not, fix the file in place."""
     inspect, output = recover_commands(db_path)
+    new_file = shlex.quote(str(recovered_path(db_path)))
     steps = [
         f"{STOP_FIRST} `{inspect}`",
         f"if rows are recoverable: `{output}`, then put the new state.db in place of the "
-        "old one with the store stopped",
+        f"old one with `{_command(db_path, f'{REPLACE_COMMAND} {new_file}')}` (it keeps the "
+        "damaged file and its -wal aside; never copy over state.db by hand)",
     ]
     newest = next((s for s in list_snapshots(db_path.parent) if s.ok), None)
     if newest is not None:
