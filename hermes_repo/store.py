@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
 from . import engine as engine_mod
-from . import fts, quarantine
+from . import fts, quarantine, walcheck
 from .codec import message_to_row, tool_call_count
 from .engine import WRITE_OPTION, Driver, DriverName, create_store_engine, db_path_for_home
 from .errors import (
@@ -156,6 +156,7 @@ class StateStore:
         info = quarantine.quarantine_info(db_path)
         if info is not None:
             raise StateDbCorruptError(info.message())
+        walcheck.preserve_damaged_wal(db_path)  # before SQLite can discard its frames
         drv = engine_mod.select_driver(driver)
         engine = create_store_engine(db_path, driver=drv)
         guard = quarantine.install(engine, db_path, drv)
@@ -607,6 +608,7 @@ class StateStore:
             # A damaged file may refuse even these reads; health still answers.
             revision, mode, counts, stale = None, "unknown", {}, None
             notes.append(f"could not read the store: {exc}")
+        notes.extend(walcheck.notes(self.path))
         if not self.driver.has_wal_reset_fix:
             notes.append(
                 f"SQLite {self.driver.sqlite_version} predates the WAL-reset fix (3.51.3); "

@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from .. import fts
+from .. import fts, walcheck
 from ..engine import DB_NAME, Driver, db_path_for_home, select_driver
 from ..errors import ErrorKind, classify
 from ..holders import holder_pids
@@ -75,6 +75,7 @@ __all__ = [
     "check_snapshots",
     "check_spool",
     "check_store",
+    "check_wal_header",
     "diagnose",
     "recover_commands",
     "recovered_path",
@@ -663,6 +664,64 @@ def _damaged_file_fix(ctx: DoctorContext) -> str:
 
 
 @dataclass
+class WalHeaderFacts:
+    """The ``-wal``'s header (checked before any read) and damaged ones saved aside."""
+
+    title = "WAL header"
+    damaged: str | None = None
+    saved: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The facts as JSON-ready data."""
+        return asdict(self)
+
+    def rows(self) -> list[tuple[str, str]]:
+        """The facts as (label, value) lines for a person."""
+        out = [("-wal header", f"DAMAGED: {self.damaged}" if self.damaged else "valid or none")]
+        if self.saved:
+            out.append(("saved -wal sets", ", ".join(self.saved)))
+        return out
+
+
+def check_wal_header(ctx: DoctorContext) -> CheckResult:
+    """A ``-wal`` whose header is invalid: saved aside before this doctor's first read.
+
+    SQLite would treat it as empty (and the next read-write open deletes it), so its
+    committed frames are in no read the other checks make: they would call the store
+    healthy. Sets saved earlier (by any open) stay a finding until salvaged and removed.
+    """
+    found = walcheck.preserve_damaged_wal(ctx.db_path)
+    saved = [str(p) for p in walcheck.saved_sets(ctx.db_path)]
+    facts = WalHeaderFacts(damaged=found.reason if found else None, saved=saved)
+    findings: list[Finding] = []
+    if found is not None:
+        findings.append(
+            Finding(
+                "wal-header-damaged",
+                "error",
+                found.message(),
+                f"{STOP_FIRST} `{found.recover_command()}`, then put the new store in place "
+                f"of the old one with `{ctx.command('hermes-repo db replace')} "
+                f"{shlex.quote(str(recovered_path(ctx.db_path)))}`",
+            )
+        )
+    elif saved:
+        source = shlex.quote(saved[-1][: -len("-wal")])
+        findings.append(
+            Finding(
+                "wal-saved",
+                "warning",
+                f"{len(saved)} -wal file(s) with a damaged header were saved beside the store "
+                f"({', '.join(Path(p).name for p in saved)}); their committed frames may hold "
+                "messages the store lost when SQLite discarded the log",
+                f"check with `hermes-repo sessions recover --source {source} --inspect-only`; "
+                "salvage what is missing, then delete the saved set",
+            )
+        )
+    return CheckResult("wal_header", facts, findings)
+
+
+@dataclass
 class HeaderFacts:
     """The first bytes of ``state.db``: an SQLite database says ``SQLite format 3``."""
 
@@ -1031,6 +1090,7 @@ Check = Callable[[DoctorContext], CheckResult]
 # Report order. The header comes first (a file that is not a database skips every SQL
 # read); holders come last (whether they matter depends on what the others found).
 CHECKS: list[Check] = [
+    check_wal_header,
     check_header,
     check_store,
     check_quick_check,

@@ -805,6 +805,13 @@ class _Salvage:
         self.report.wal = src.wal
         if src.wal.ignored:
             self.report.notes.append(f"the -wal file was not used: {src.wal.ignored}")
+        if src.wal.header_damaged and src.wal.committed_frames:
+            # SQLite reads such a log as empty: only the page scanner sees these frames.
+            self.report.notes.append(
+                f"the -wal header is damaged ({src.wal.header_damaged}); "
+                f"{src.wal.committed_frames} committed frames were read without it by the "
+                "page scanner (SQLite would have discarded them)"
+            )
         schema: dict[str, str] = {}
         if self.sql is not None:
             with contextlib.suppress(self.driver.module.Error):
@@ -907,8 +914,13 @@ class _Salvage:
         if self.progress is not None:
             self.progress(ProgressEvent("read", self._emitted, total or None))
 
+    @property
+    def wal_only_frames(self) -> bool:
+        """Committed frames that SQL cannot see: a -wal whose header is damaged."""
+        return bool(self.report.wal.header_damaged and self.report.wal.committed_frames)
+
     def needs_scan(self) -> bool:
-        if self.sql is None:
+        if self.sql is None or self.wal_only_frames:
             return True
         for t in self.report.tables.values():
             if t.sql_gaps or t.sql_errors:
@@ -1184,7 +1196,7 @@ def _salvage_into(
     salvage.writer = _Writer(conn, salvage.columns, result)
     salvage.read_sql()
     if scan == "always" or (scan == "auto" and salvage.needs_scan()):
-        salvage.read_scan(everything=scan == "always")
+        salvage.read_scan(everything=scan == "always" or salvage.wal_only_frames)
     salvage.writer.flush()
     salvage.finish_report()
     result.skipped_meta = _drop_derived_meta(conn)

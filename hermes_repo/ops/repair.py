@@ -100,7 +100,9 @@ BACKUP_LABEL = "pre-repair"
 """Label of the backup (``state.db.pre-repair-<time>.bak``) and of the snapshot."""
 
 # Doctor findings that mean the file itself is damaged: never repaired in place.
-_STRUCTURAL = frozenset({"file-not-a-database", "file-damaged", "quarantined"})
+_STRUCTURAL = frozenset(
+    {"file-not-a-database", "file-damaged", "quarantined", "wal-header-damaged"}
+)
 # Doctor findings about the derived index: the guarded rebuild fixes them.
 _INDEX = frozenset(
     {"fts-stale", "fts-triggers-missing", "fts-damaged", "fts-behind", "fts-unreadable"}

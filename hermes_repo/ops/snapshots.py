@@ -52,6 +52,7 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 
+from .. import walcheck
 from ..engine import Driver, db_path_for_home, select_driver
 from ..errors import (
     ErrorKind,
@@ -557,7 +558,9 @@ def _list(folder: Path) -> list[Snapshot]:
 
 def _source_engine(db_path: Path, driver: Driver) -> Engine:
     """An engine whose connections are read-only: copying never writes to the store,
-    and a damaged file is never checkpointed into when the copy's connection closes."""
+    and a damaged file is never checkpointed into when the copy's connection closes.
+    A ``-wal`` with a damaged header is saved first (its frames would not be copied)."""
+    walcheck.preserve_damaged_wal(db_path)
     return read_only_engine(db_path, driver)
 
 
