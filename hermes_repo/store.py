@@ -207,6 +207,8 @@ class StateStore:
         if schema.status == "empty":
             migrate.upgrade(engine)
             return
+        if schema.status in ("damaged", "unversioned"):
+            raise SchemaMismatchError(migrate.damaged_schema_fix(db_path, schema))
         if schema.status == "foreign":
             raise SchemaMismatchError(
                 f"{db_path} holds tables but no hermes_repo schema revision; it is not a "

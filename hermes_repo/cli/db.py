@@ -41,7 +41,8 @@ class _Revision:
     path: Path
     revision: str | None
     head: str
-    status: str  # missing | empty | foreign | at-head | behind | ahead
+    status: str  # missing | empty | foreign | unversioned | at-head | damaged | behind | ahead
+    schema: migrate.SchemaStatus | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -67,7 +68,7 @@ def _revision(engine: Engine, db_path: Path) -> _Revision:
             schema = migrate.schema_status(conn)
     except DBAPIError as exc:
         raise translate(exc, action=f"reading the schema revision of {db_path}") from exc
-    return _Revision(db_path, schema.revision, schema.head, schema.status)
+    return _Revision(db_path, schema.revision, schema.head, schema.status, schema)
 
 
 def _refuse_unless_ours(rev: _Revision) -> None:
@@ -77,6 +78,8 @@ def _refuse_unless_ours(rev: _Revision) -> None:
             f"{rev.path} is at schema revision {rev.revision}, newer than this hermes_repo "
             f"knows (head {rev.head}); upgrade the hermes_repo package, never downgrade the file"
         )
+    if rev.status in ("damaged", "unversioned") and rev.schema is not None:
+        raise CliError(migrate.damaged_schema_fix(rev.path, rev.schema))
     if rev.status == "foreign":
         raise CliError(
             f"{rev.path} holds tables but no hermes_repo schema revision, so it is not a "

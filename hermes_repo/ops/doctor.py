@@ -39,13 +39,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from sqlalchemy.exc import DBAPIError
+
 from .. import fts, walcheck
 from ..engine import DB_NAME, Driver, db_path_for_home, select_driver
 from ..errors import ErrorKind, classify
 from ..holders import holder_pids
+from ..models import Base
 from ..quarantine import quarantine_info
 from ..transcript import spool
 from . import migrate
+from .backup import read_only_engine
 from .fts_rebuild import BACKUP_LABEL, MAX_AUTOMATIC_ATTEMPTS, REPAIR_COMMAND
 from .snapshots import list_snapshots, snapshots_dir
 
@@ -72,6 +76,7 @@ __all__ = [
     "check_holders",
     "check_quarantine",
     "check_quick_check",
+    "check_schema",
     "check_snapshots",
     "check_spool",
     "check_store",
@@ -89,6 +94,20 @@ Severity = Literal["error", "warning"]
 FTS_READONLY_CHECK_VERSION = (3, 45, 1)
 _FTS_VERSIONS = ("4", "5")  # file-format versions FTS5 reads
 
+_SCHEMA_FINDINGS = frozenset(
+    {
+        "store-missing",
+        "store-unreadable",
+        "schema-empty",
+        "schema-foreign",
+        "schema-unversioned",
+        "schema-behind",
+        "schema-ahead",
+        "schema-damaged",
+        "schema-meta-missing",
+        "file-not-a-database",
+    }
+)
 STOP_FIRST = "stop every process using the store (e.g. the gateway), then run"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 #: The canonical tables: what ``quick_check`` decides on (damage elsewhere is derived).
@@ -319,6 +338,67 @@ def _read_store(ctx: DoctorContext, facts: StoreFacts) -> set[str]:
     return tables
 
 
+def _has_model_columns(ctx: DoctorContext) -> bool:
+    """Whether each canonical table has every column of this code's models."""
+    for name in CANONICAL_TABLES:
+        have = {str(r[1]) for r in ctx.rows(f"PRAGMA table_info({name})")}
+        if not {c.name for c in Base.metadata.tables[name].columns} <= have:
+            return False
+    return True
+
+
+@dataclass
+class SchemaFacts:
+    """The schema compared with the models, as `db check` does (Alembic's comparison)."""
+
+    title = "schema"
+    drift: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The facts as JSON-ready data."""
+        return asdict(self)
+
+    def rows(self) -> list[tuple[str, str]]:
+        """The facts as (label, value) lines for a person."""
+        return [("models", "no drift" if self.drift is None else f"DRIFT: {self.drift}")]
+
+
+def check_schema(ctx: DoctorContext) -> CheckResult:
+    """A store at head whose tables, columns or indexes differ from the models.
+
+    Run only where the store check found a sound revision at head: a missing table
+    is that check's finding, and a store behind head differs by design.
+    """
+    codes = {f.code for f in ctx.findings}
+    if not ctx.exists or not ctx.header_ok or codes & _SCHEMA_FINDINGS:
+        return CheckResult("schema", None)
+    try:
+        revision = ctx.value("SELECT version_num FROM alembic_version")
+    except DoctorReadError:
+        return CheckResult("schema", None)  # the store check reported why
+    if revision != migrate.head_revision():
+        return CheckResult("schema", None)
+    engine = read_only_engine(ctx.db_path, ctx.driver)
+    try:
+        drift = migrate.check(engine)
+    except DBAPIError as exc:
+        raise DoctorReadError(_error_text(exc.orig or exc)) from exc
+    finally:
+        engine.dispose()
+    facts = SchemaFacts(drift=" ".join(drift.split()) if drift else None)
+    if drift is None:
+        return CheckResult("schema", facts)
+    recover = recover_commands(ctx.db_path)[1]
+    finding = Finding(
+        "schema-drift",
+        "error",
+        f"the schema of {ctx.db_path} differs from the models ({facts.drift})",
+        f"{STOP_FIRST} `{recover}` (a store built by the migrations) and install it with "
+        f"`{replace_command(ctx.db_path)}`",
+    )
+    return CheckResult("schema", facts, [finding])
+
+
 def check_store(ctx: DoctorContext) -> CheckResult:
     """File and WAL size, SQLite and its WAL-reset fix, schema revision, canonical counts."""
     drv = ctx.driver
@@ -354,7 +434,32 @@ def check_store(ctx: DoctorContext) -> CheckResult:
         findings.append(_unreadable("store", ctx, exc))
         return CheckResult("store", facts, findings)
 
-    if facts.revision is None:
+    missing = [t for t in CANONICAL_TABLES if t not in tables]
+    if facts.revision is None and tables and not missing and _has_model_columns(ctx):
+        status = migrate.SchemaStatus(None, migrate.head_revision(), "unversioned")
+        findings.append(
+            Finding(
+                "schema-unversioned",
+                "error",
+                f"{ctx.db_path} holds the hermes_repo tables but no schema revision (its "
+                "alembic_version table is missing or empty): every open of the store fails",
+                migrate.damaged_schema_fix(ctx.db_path, status).split("; ", 1)[1],
+            )
+        )
+    elif facts.at_head and missing:
+        status = migrate.SchemaStatus(
+            facts.revision, migrate.head_revision(), "damaged", tuple(missing)
+        )
+        findings.append(
+            Finding(
+                "schema-meta-missing" if missing == ["state_meta"] else "schema-damaged",
+                "error",
+                f"{ctx.db_path} is at schema head but lacks the table(s) "
+                f"{', '.join(missing)}: every open of the store fails",
+                migrate.damaged_schema_fix(ctx.db_path, status).split("; ", 1)[1],
+            )
+        )
+    elif facts.revision is None:
         if tables:
             findings.append(
                 Finding(
@@ -1093,6 +1198,7 @@ CHECKS: list[Check] = [
     check_wal_header,
     check_header,
     check_store,
+    check_schema,
     check_quick_check,
     check_fts,
     check_quarantine,

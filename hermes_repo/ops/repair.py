@@ -60,9 +60,10 @@ from sqlalchemy import Engine, text
 from sqlalchemy.exc import DBAPIError
 
 from .. import fts, quarantine
-from ..engine import Driver, create_store_engine, db_path_for_home, select_driver
+from ..engine import WRITE_OPTION, Driver, create_store_engine, db_path_for_home, select_driver
 from ..errors import HermesRepoError, describe
 from ..holders import HolderLock, StoreHeldError
+from ..models import state_meta_table
 from ..store import StateStore
 from .backup import read_only_engine, timestamped_backup
 from .doctor import (
@@ -115,6 +116,9 @@ _REFUSED = frozenset(
         "schema-foreign",
         "schema-behind",
         "schema-ahead",
+        "schema-unversioned",
+        "schema-damaged",
+        "schema-drift",
         "store-unreadable",
         "quick_check-unreadable",
     }
@@ -332,7 +336,11 @@ def _check(db_path: Path) -> RepairReport:
             "place; salvage it"
         )
         report.next_steps = _salvage_steps(db_path)
-    elif damage == "index" or not transcripts_ok:
+    elif (
+        damage == "index"
+        or not transcripts_ok
+        or any(f.code == "schema-meta-missing" for f in errors)
+    ):
         report.summary = "the store needs a repair"
         report.next_steps = [f"{STOP_FIRST} `{repair}`"]
     elif errors:
@@ -395,6 +403,24 @@ def _refusal(doctor: DoctorReport) -> Finding | None:
     return next((f for f in doctor.findings if f.code in _REFUSED), None)
 
 
+def _recreate_state_meta(db_path: Path, driver: Driver, report: RepairReport) -> None:
+    """Put back a dropped ``state_meta`` (before any snapshot: never one of a broken store).
+
+    Its only rows are markers of derived state (``fts_stale``): the index checks below
+    find by themselves what such a marker would have said, so nothing is lost for good.
+    """
+    engine = create_store_engine(db_path, driver=driver)
+    try:
+        with engine.execution_options(**{WRITE_OPTION: True}).connect() as conn, conn.begin():
+            state_meta_table.create(conn, checkfirst=True)
+    finally:
+        engine.dispose()
+    report.notes.append(
+        "recreated the missing state_meta table (empty: it holds only markers such as "
+        "fts_stale, which the index checks of this repair re-derive)"
+    )
+
+
 def _repair_alone(db_path: Path, holder: HolderLock) -> RepairReport:
     """The repair proper; the caller holds the store exclusively."""
     doctor = diagnose(db_path.parent)
@@ -435,6 +461,9 @@ def _repair_alone(db_path: Path, holder: HolderLock) -> RepairReport:
         integrity = _integrity(source)
     finally:
         source.dispose()
+
+    if any(f.code == "schema-meta-missing" for f in doctor.findings):
+        _recreate_state_meta(db_path, driver, report)
 
     if integrity == "ok":
         try:
