@@ -65,7 +65,7 @@ from ..errors import HermesRepoError, describe
 from ..holders import HolderLock, StoreHeldError
 from ..models import state_meta_table
 from ..store import StateStore
-from .backup import read_only_engine, timestamped_backup
+from .backup import BackupSpaceError, read_only_engine, timestamped_backup
 from .doctor import (
     STOP_FIRST,
     DoctorReport,
@@ -403,6 +403,39 @@ def _refusal(doctor: DoctorReport) -> Finding | None:
     return next((f for f in doctor.findings if f.code in _REFUSED), None)
 
 
+def _nothing_to_repair(
+    report: RepairReport, db_path: Path, driver: Driver, holder: HolderLock
+) -> RepairReport | None:
+    """The report of a repair with nothing to do, or None when something needs one.
+
+    The same checks the repair acts on, run first and writing nothing: the indexes
+    compared with their rows (FTS5's integrity-check, rolled back) and the transcript
+    invariants. A store that passes is verified as after a repair and left untouched.
+    """
+    engine = create_store_engine(db_path, driver=driver)
+    guard = quarantine.install(engine, db_path, driver)
+    store = StateStore(db_path.parent, engine, driver, holder, guard)
+    try:
+        if _index_needs_rebuild(report, engine) is not None:
+            return None
+        checked = check_transcripts(store)
+        if not checked.ok:
+            return None
+        report.transcripts = TranscriptRepairSummary(checked)  # nothing to repair
+        report.counts_before = _counts(engine)
+        report.verification, report.counts_after = _verify(engine, report.counts_before)
+    except (HermesRepoError, DBAPIError):
+        return None  # let the full repair, with its backup, deal with it
+    finally:
+        store.close()
+    if not report.verified:
+        return None
+    report.ok = True
+    report.notes.append("no backup or snapshot taken: nothing needed a change")
+    report.summary = "nothing needed repair; verified"
+    return report
+
+
 def _recreate_state_meta(db_path: Path, driver: Driver, report: RepairReport) -> None:
     """Put back a dropped ``state_meta`` (before any snapshot: never one of a broken store).
 
@@ -430,6 +463,13 @@ def _repair_alone(db_path: Path, holder: HolderLock) -> RepairReport:
         raise RepairError(f"cannot repair: {refused.summary}; {refused.fix}; nothing was changed")
     report = RepairReport(path=str(db_path), check_only=False, damage=damage, doctor=doctor)
     driver = select_driver()
+    meta_missing = any(f.code == "schema-meta-missing" for f in doctor.findings)
+    if damage == "none" and not meta_missing:
+        # Check first: a backup and a snapshot are taken only when a change will be
+        # made (twelve runs on a healthy store used to leave twelve full backups).
+        healthy = _nothing_to_repair(report, db_path, driver, holder)
+        if healthy is not None:
+            return healthy
 
     # Counts, backup and integrity through read-only connections: for a damaged file
     # this is all that happens, and it must not write a byte (no close-time checkpoint).
@@ -446,7 +486,7 @@ def _repair_alone(db_path: Path, holder: HolderLock) -> RepairReport:
             report.notes.append(f"canonical counts unreadable: {describe(exc)}")
         try:
             report.backup = timestamped_backup(source, db_path, BACKUP_LABEL)
-        except (DBAPIError, driver.module.Error, OSError) as exc:
+        except (DBAPIError, driver.module.Error, OSError, BackupSpaceError) as exc:
             if damage != "structural":
                 # Nothing was changed yet: the store is no worse, the repair can be rerun.
                 again = _command(db_path, REPAIR_COMMAND)
@@ -462,7 +502,7 @@ def _repair_alone(db_path: Path, holder: HolderLock) -> RepairReport:
     finally:
         source.dispose()
 
-    if any(f.code == "schema-meta-missing" for f in doctor.findings):
+    if meta_missing:
         _recreate_state_meta(db_path, driver, report)
 
     if integrity == "ok":
