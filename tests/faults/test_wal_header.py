@@ -30,6 +30,10 @@ from hermes_repo.walcheck import saved_sets, wal_header_problem
 from tests.support import damage
 
 MODULE = select_driver().module
+pytestmark = pytest.mark.skipif(
+    select_driver().journal_mode != "WAL",
+    reason="a -wal exists only in WAL mode; the rollback-journal driver has none to damage",
+)
 ROOT = Path(__file__).resolve().parents[2]
 IN_WAL = 40
 
