@@ -186,6 +186,49 @@ def test_replace_refuses_while_another_process_holds_the_store(home: Path, tmp_p
                 holder.wait()
 
 
+def test_replace_refuses_while_a_plain_sqlite_connection_has_the_store_open(
+    home: Path, tmp_path: Path
+) -> None:
+    """A program using SQLite without this library (a shell, a script) is seen too."""
+    if not WAL:
+        pytest.skip("a rollback-journal connection holds no lock between transactions")
+    out = tmp_path / "new" / "state.db"
+    out.parent.mkdir()
+    shutil.copyfile(home / "state.db", out)
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from hermes_repo.engine import select_driver
+        con = select_driver().module.connect({str(home / "state.db")!r})
+        con.execute("SELECT count(*) FROM sessions").fetchone()
+        print("open", flush=True)
+        sys.stdin.read()
+        con.close()
+        """
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "open"
+        with pytest.raises(ReplaceError, match=f"pid {holder.pid}.*nothing was replaced"):
+            replace_store(home, out)
+        assert not list(home.glob("state.db.replaced-*"))
+    finally:
+        if holder.stdin is not None:
+            holder.stdin.close()
+        try:
+            holder.wait(timeout=60)
+        finally:
+            if holder.poll() is None:
+                holder.kill()
+                holder.wait()
+
+
 def test_replace_refuses_a_file_that_is_not_a_sound_store(home: Path, tmp_path: Path) -> None:
     before = damage.file_digest(home / "state.db")
     junk = tmp_path / "junk.db"
