@@ -20,6 +20,7 @@ import click
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 
+from .. import walcheck
 from ..engine import Driver, create_store_engine, engine_driver
 from ..errors import translate
 from ..ops import migrate
@@ -55,6 +56,7 @@ class _Revision:
 
 @contextmanager
 def _engine(db_path: Path) -> Iterator[Engine]:
+    walcheck.preserve_damaged_wal(db_path)  # before SQLite can discard its frames
     engine = create_store_engine(db_path)
     try:
         yield engine

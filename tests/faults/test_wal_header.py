@@ -12,6 +12,7 @@ The committed frames are real: a writer process appends and ends with ``os._exit
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import stat
 import subprocess
@@ -27,6 +28,7 @@ from hermes_repo.ops.doctor import diagnose
 from hermes_repo.ops.pagescan import PageSource
 from hermes_repo.ops.recover import recover
 from hermes_repo.walcheck import saved_sets, wal_header_problem
+from tests.cli.conftest import run_cli
 from tests.support import damage
 
 MODULE = select_driver().module
@@ -153,3 +155,16 @@ def test_the_page_scanner_reads_frames_whose_header_is_damaged(home: Path, tmp_p
     shutil.copyfile(db, copy / "state.db")
     shutil.copyfile(wal, copy / "state.db-wal")
     assert _salvaged_wal_messages(copy / "state.db", tmp_path / "out" / "state.db") == IN_WAL
+
+
+def test_db_commands_save_the_log_before_their_own_open(home: Path) -> None:
+    db = _store_with_wal_only_messages(home)
+    wal = _zero_header(db)
+    digest = damage.file_digest(wal)
+
+    result = run_cli("--home", home, "db", "current", cwd=Path(os.sep))
+
+    assert result.code == 0, result.stderr
+    assert "damaged header" in result.stderr and "sessions recover --source" in result.stderr
+    [saved] = saved_sets(db)
+    assert damage.file_digest(saved) == digest
