@@ -171,6 +171,8 @@ class RepairReport:
     transcript_check: TranscriptReport | None = None
     verification: list[VerifyItem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    recreated: list[str] = field(default_factory=list)
+    """Metadata tables the repair put back (``state_meta``), empty as the models make them."""
 
     @property
     def findings(self) -> list[Finding]:
@@ -215,6 +217,7 @@ class RepairReport:
             "rebuild": rebuild,
             "verification": [asdict(v) for v in self.verification],
             "notes": list(self.notes),
+            "recreated": list(self.recreated),
             "findings": [f.to_dict() for f in self.findings],
         }
 
@@ -448,6 +451,7 @@ def _recreate_state_meta(db_path: Path, driver: Driver, report: RepairReport) ->
             state_meta_table.create(conn, checkfirst=True)
     finally:
         engine.dispose()
+    report.recreated.append("state_meta")
     report.notes.append(
         "recreated the missing state_meta table (empty: it holds only markers such as "
         "fts_stale, which the index checks of this repair re-derive)"
@@ -584,7 +588,7 @@ def _repair_open(
         failed = "; ".join(f"{v.name}: {v.detail}" for v in report.verification if not v.ok)
         return _fail(report, f"verification failed ({failed})")
     report.ok = True
-    done = []
+    done = [f"table {name} recreated" for name in report.recreated]
     if report.rebuild is not None:
         done.append(f"full-text indexes rebuilt in {report.rebuild.seconds:.1f} s")
     if report.transcripts.repairs:

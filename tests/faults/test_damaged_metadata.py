@@ -73,6 +73,7 @@ def test_a_dropped_state_meta_is_found_refused_at_open_and_recreated_by_repair(
     repaired = _cli("--home", home, "sessions", "repair")
     assert repaired.code == 0, repaired.stdout + repaired.stderr
     assert "recreated the missing state_meta" in repaired.stdout
+    assert "table state_meta recreated" in repaired.stdout
     # Any snapshot the repair took is of the repaired store, never of the broken one.
     for snap in list_snapshots(home):
         assert "state_meta" in _tables(snap.path)
