@@ -797,6 +797,8 @@ def check_wal_header(ctx: DoctorContext) -> CheckResult:
     """
     found = walcheck.preserve_damaged_wal(ctx.db_path)
     saved = [str(p) for p in walcheck.saved_sets(ctx.db_path)]
+    if found is None and not saved:
+        return CheckResult("wal_header", None)  # the usual case: nothing worth a section
     facts = WalHeaderFacts(damaged=found.reason if found else None, saved=saved)
     findings: list[Finding] = []
     if found is not None:
