@@ -29,11 +29,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import HermesRepoError
+
 __all__ = [
     "SAVED_MARK",
     "WAL_MAGICS",
     "WAL_VERSION",
     "DamagedWal",
+    "WalSaveError",
     "notes",
     "preserve_damaged_wal",
     "saved_sets",
@@ -145,17 +148,41 @@ def _copy(src: Path, dest: Path) -> None:
     os.close(fd)
 
 
+class WalSaveError(HermesRepoError):
+    """A ``-wal`` with a damaged header could not be saved; the store was not opened."""
+
+
 def preserve_damaged_wal(db_path: Path) -> DamagedWal | None:
     """Save a ``-wal`` with an invalid header (and the database) before any open.
 
     Returns what was found (also when the same bytes were saved before), or None when
-    the ``-wal`` is absent, valid, or holds no frame. Logs at CRITICAL. Never raises for
-    lack of room: the ``-wal`` (small) is saved even when the database copy cannot be.
+    the ``-wal`` is absent, valid, or holds no frame. Logs at CRITICAL. The database
+    copy is skipped when there is no room for it; when even the ``-wal`` cannot be
+    saved, :class:`WalSaveError` stops the open (it would let SQLite discard the log).
     """
     wal = db_path.with_name(db_path.name + "-wal")
-    reason = wal_header_problem(wal)
+    try:
+        reason = wal_header_problem(wal)
+    except OSError as exc:
+        raise WalSaveError(
+            f"{wal} cannot be read ({exc}); fix its permissions and retry (the store is "
+            "not opened: SQLite might discard a -wal it cannot read correctly)"
+        ) from exc
     if reason is None:
         return None
+    try:
+        return _preserve(db_path, wal, reason)
+    except OSError as exc:
+        raise WalSaveError(
+            f"{wal} has a damaged header ({reason}) and could not be saved ({exc}); the "
+            "store was not opened, so SQLite cannot discard its committed frames. Free "
+            "space beside the store (or fix permissions) and retry, or salvage it now with "
+            f"`hermes-repo sessions recover --source {shlex.quote(str(db_path))} "
+            "--inspect-only`"
+        ) from exc
+
+
+def _preserve(db_path: Path, wal: Path, reason: str) -> DamagedWal:
     size = wal.stat().st_size
     digest = _digest(wal)
     for saved in saved_sets(db_path):

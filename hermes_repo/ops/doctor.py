@@ -795,7 +795,11 @@ def check_wal_header(ctx: DoctorContext) -> CheckResult:
     committed frames are in no read the other checks make: they would call the store
     healthy. Sets saved earlier (by any open) stay a finding until salvaged and removed.
     """
-    found = walcheck.preserve_damaged_wal(ctx.db_path)
+    try:
+        found = walcheck.preserve_damaged_wal(ctx.db_path)
+    except walcheck.WalSaveError as exc:
+        cause, _, fix = str(exc).partition("; ")
+        return CheckResult("wal_header", None, [Finding("wal-header-damaged", "error", cause, fix)])
     saved = [str(p) for p in walcheck.saved_sets(ctx.db_path)]
     if found is None and not saved:
         return CheckResult("wal_header", None)  # the usual case: nothing worth a section

@@ -168,3 +168,38 @@ def test_db_commands_save_the_log_before_their_own_open(home: Path) -> None:
     assert "damaged header" in result.stderr and "sessions recover --source" in result.stderr
     [saved] = saved_sets(db)
     assert damage.file_digest(saved) == digest
+
+
+def test_a_log_that_cannot_be_saved_stops_the_open_instead_of_being_discarded(
+    home: Path,
+) -> None:
+    """The copy fails for real: the opening process may write no file past 8 KiB."""
+    db = _store_with_wal_only_messages(home)
+    wal = _zero_header(db)
+    assert wal.stat().st_size > 8192
+    digest = damage.file_digest(wal)
+    script = textwrap.dedent(
+        f"""
+        import resource, signal
+        from hermes_repo import StateStore
+        from hermes_repo.walcheck import WalSaveError
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of a kill
+        resource.setrlimit(resource.RLIMIT_FSIZE, (8192, 8192))
+        try:
+            StateStore.open({str(home)!r})
+        except WalSaveError as exc:
+            print("refused:", exc)
+        else:
+            print("opened")
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    assert out.startswith("refused:") and "could not be saved" in out, out
+    assert damage.file_digest(wal) == digest  # SQLite never saw it
