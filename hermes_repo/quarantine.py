@@ -64,7 +64,8 @@ log = logging.getLogger("hermes_repo.quarantine")
 NEXT_STEPS = (
     "stop every process using the store, then run "
     "`hermes-repo sessions recover --source {db} --inspect-only` and, if rows are "
-    "recoverable, `hermes-repo sessions recover --source {db} --output NEW.db`; "
+    "recoverable, `hermes-repo sessions recover --source {db} --output NEW.db` and put "
+    "it in place of the old file with `hermes-repo db replace NEW.db`; "
     "or restore a snapshot (`hermes-repo snapshot list`)"
 )
 

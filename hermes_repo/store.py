@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
 from . import engine as engine_mod
-from . import fts, quarantine
+from . import fts, quarantine, walcheck
 from .codec import message_to_row, tool_call_count
 from .engine import WRITE_OPTION, Driver, DriverName, create_store_engine, db_path_for_home
 from .errors import (
@@ -204,6 +204,7 @@ class StateStore:
         info = quarantine.quarantine_info(db_path)
         if info is not None:
             raise StateDbCorruptError(info.message())
+        walcheck.preserve_damaged_wal(db_path)  # before SQLite can discard its frames
         drv = engine_mod.select_driver(driver)
         holder = HolderLock(db_path)
         engine = create_store_engine(db_path, driver=drv, journal_switch=holder.alone)
@@ -311,6 +312,8 @@ class StateStore:
         if schema.status == "empty":
             migrate.upgrade(engine)
             return
+        if schema.status in ("damaged", "unversioned"):
+            raise SchemaMismatchError(migrate.damaged_schema_fix(db_path, schema))
         if schema.status == "foreign":
             raise SchemaMismatchError(
                 f"{db_path} holds tables but no hermes_repo schema revision; it is not a "
@@ -728,6 +731,7 @@ class StateStore:
             # A damaged file may refuse even these reads; health still answers.
             revision, mode, counts, stale = None, "unknown", {}, None
             notes.append(f"could not read the store: {exc}")
+        notes.extend(walcheck.notes(self.path))
         notes.extend(journal_notes(self.driver, mode.lower()))
         notes.extend(two_copies_notes(self.driver, self.path))
         return StoreHealth(

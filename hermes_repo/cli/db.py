@@ -20,10 +20,12 @@ import click
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 
+from .. import walcheck
 from ..engine import Driver, create_store_engine, engine_driver
 from ..errors import translate
 from ..ops import migrate
 from ..ops.backup import timestamped_backup
+from ..ops.replace import replace_store
 from ..ops.snapshots import SnapshotVerifyError, snapshot_before
 from ._output import CliError, echo_json
 
@@ -40,7 +42,8 @@ class _Revision:
     path: Path
     revision: str | None
     head: str
-    status: str  # missing | empty | foreign | at-head | behind | ahead
+    status: str  # missing | empty | foreign | unversioned | at-head | damaged | behind | ahead
+    schema: migrate.SchemaStatus | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -53,6 +56,7 @@ class _Revision:
 
 @contextmanager
 def _engine(db_path: Path, *, report_only: bool = False) -> Iterator[Engine]:
+    walcheck.preserve_damaged_wal(db_path)  # before SQLite can discard its frames
     # report_only: the journal mode is the file's, and a report must show it as found,
     # not switch it to this process's choice first.
     engine = create_store_engine(
@@ -70,7 +74,7 @@ def _revision(engine: Engine, db_path: Path) -> _Revision:
             schema = migrate.schema_status(conn)
     except DBAPIError as exc:
         raise translate(exc, action=f"reading the schema revision of {db_path}") from exc
-    return _Revision(db_path, schema.revision, schema.head, schema.status)
+    return _Revision(db_path, schema.revision, schema.head, schema.status, schema)
 
 
 def _refuse_unless_ours(rev: _Revision) -> None:
@@ -80,6 +84,8 @@ def _refuse_unless_ours(rev: _Revision) -> None:
             f"{rev.path} is at schema revision {rev.revision}, newer than this hermes_repo "
             f"knows (head {rev.head}); upgrade the hermes_repo package, never downgrade the file"
         )
+    if rev.status in ("damaged", "unversioned") and rev.schema is not None:
+        raise CliError(migrate.damaged_schema_fix(rev.path, rev.schema))
     if rev.status == "foreign":
         raise CliError(
             f"{rev.path} holds tables but no hermes_repo schema revision, so it is not a "
@@ -97,7 +103,7 @@ def _driver_line(driver: Driver, journal_mode: str) -> str:
 
 @click.group("db")
 def db() -> None:
-    """Schema migrations: upgrade, show the revision, check for drift.
+    """Schema migrations (upgrade, revision, drift check) and installing a recovered file.
 
     The schema of state.db is built and changed only by the migrations shipped inside
     the package (Alembic); no ini file or source checkout is needed.
@@ -244,3 +250,37 @@ def check(state: CliState) -> None:
             "restore a backup or recover the store into a new file with the migrations"
         )
     click.echo(f"{path}: schema at head {rev.head}, no drift")
+
+
+@db.command("replace")
+@click.argument("new_db", metavar="NEW.db", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@click.pass_obj
+def replace(state: CliState, new_db: Path, as_json: bool) -> None:
+    """Install NEW.db (e.g. the output of `sessions recover`) as the store, safely.
+
+    Stop every process using the store first: the command refuses while any process
+    has it open and names the pids. NEW.db is copied beside the store with SQLite's
+    backup API (NEW.db itself is left as it is) and the copy must pass integrity_check
+    and be at schema head. Then the old state.db is moved aside together with its
+    -wal, -shm and -journal, as state.db.replaced-<UTC time> plus the same suffixes
+    (kept, 0600; `sessions recover --source` still reads them as one database), the
+    copy takes its place, and the store is opened to verify it. Never copy a file over
+    state.db by hand: SQLite would replay the old -wal into it.
+
+    \b
+    Example:
+      hermes-repo sessions recover --source ~/.hermes/state.db --output ~/.hermes/recovered/state.db
+      hermes-repo --home ~/.hermes db replace ~/.hermes/recovered/state.db
+    """
+    result = replace_store(state.db_path.parent, new_db)
+    if as_json:
+        echo_json(result.as_dict())
+        return
+    click.echo(
+        f"installed {result.new} as {result.path} (integrity_check {result.integrity}, "
+        f"revision {result.revision}; {result.counts.get('sessions', 0)} sessions, "
+        f"{result.counts.get('messages', 0)} messages)"
+    )
+    if result.aside:
+        click.echo(f"the old files are kept aside: {', '.join(result.aside)}")

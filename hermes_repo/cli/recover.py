@@ -7,6 +7,10 @@ The command never writes to (or beside) the source: both modes read a private by
 
 from __future__ import annotations
 
+import contextlib
+import shlex
+import signal
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +24,14 @@ from rich.text import Text
 from ..engine import DB_NAME
 from ..ops.recover import (
     ProgressEvent,
+    RecoveryError,
     RecoveryInspection,
     RecoveryResult,
     TableReport,
     inspect,
     recover,
 )
-from ._output import echo_json, stderr_console, stdout_console
+from ._output import CliError, echo_json, stderr_console, stdout_console
 
 __all__ = ["recover_command"]
 
@@ -127,12 +132,48 @@ def recover_command(
         else:
             _print_inspection(stdout_console(), report)
         return
-    with _Bar() as bar:
+    with _cleanup_on_signals(output), _Bar() as bar:
         result = recover(source, output, progress=bar, workdir=workdir)
     if as_json:
         echo_json(result.as_dict())
     else:
         _print_result(stdout_console(), result)
+
+
+class RecoveryInterrupted(RecoveryError):
+    """A signal stopped the salvage; its partial output and private copy were removed."""
+
+
+@contextlib.contextmanager
+def _cleanup_on_signals(output: Path) -> Iterator[None]:
+    """Turn SIGTERM, SIGHUP (a dropped ssh session) and SIGINT into an exception.
+
+    The default action of SIGTERM and SIGHUP ends the process without running any
+    cleanup, leaving a half-built output and a copy of every conversation behind. As an
+    exception they unwind through :func:`recover`, which removes both; the command then
+    exits with 128 + the signal number, as a killed process would.
+    """
+    caught: list[int] = []
+
+    def stop(signum: int, _frame: object) -> None:
+        if caught:
+            return  # already unwinding: a second signal must not cut the cleanup short
+        caught.append(signum)
+        raise RecoveryInterrupted(
+            f"interrupted by {signal.Signals(signum).name}; nothing was written to "
+            f"{output} and the scratch copy was removed: run the same command again"
+        )
+
+    wanted = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+    previous = {sig: signal.signal(sig, stop) for sig in wanted}
+    try:
+        yield
+    except RecoveryInterrupted as exc:
+        CliError(str(exc)).show()
+        raise click.exceptions.Exit(128 + caught[0]) from exc
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _ranges(ids: list[int]) -> str:
@@ -261,6 +302,7 @@ def _print_result(console: Console, result: RecoveryResult) -> None:
             Text(f"{result.counters_fixed} session counter(s) set to the salvaged messages")
         )
     output = Path(result.output)
+    home = Path(result.before.source).parent
     console.print(
         Text(
             f"wrote {output} (integrity_check: {result.integrity}) in {result.seconds:.1f} s",
@@ -269,5 +311,6 @@ def _print_result(console: Console, result: RecoveryResult) -> None:
     )
     if output.name == DB_NAME:
         console.print(Text(f"look inside: hermes-repo --home {output.parent} sessions list"))
-    else:
-        console.print(Text(f"to use it, move it to <home>/{DB_NAME} with the store stopped"))
+    # Never a hand copy over state.db: SQLite would replay the old -wal into the new file.
+    replace = f"hermes-repo --home {shlex.quote(str(home))} db replace {shlex.quote(str(output))}"
+    console.print(Text(f"to put it in place of the old store (stopped first): {replace}"))

@@ -71,7 +71,8 @@ def snapshot() -> None:
     default=ops.DEFAULT_KEEP,
     show_default=True,
     metavar="N",
-    help="Snapshots to keep; older ones are deleted after this one is made.",
+    help="Operator snapshots to keep; older ones are deleted after this one is made "
+    "(automatic snapshots are not counted nor deleted).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 @click.pass_obj
@@ -97,7 +98,11 @@ def create(state: CliState, label: str | None, keep: int, as_json: bool) -> None
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 @click.pass_obj
 def list_command(state: CliState, as_json: bool) -> None:
-    """List snapshots, newest first, with revision, counts and label.
+    """List snapshots, newest first, with origin, revision, counts and label.
+
+    Origin is `operator` (made by `snapshot create`) or `automatic` (taken by a repair,
+    an upgrade or a restore as its restore point). Each has its own retention:
+    automatic ones keep the newest 5 within 2 GiB and never push out an operator's.
 
     A snapshot whose manifest is damaged (or whose file is missing) is shown as such;
     it cannot be restored. Half-made snapshots (no manifest) are not shown.
@@ -124,7 +129,7 @@ def list_command(state: CliState, as_json: bool) -> None:
             click.echo(f"{s.id}  DAMAGED: {s.error} (cannot be restored)")
             continue
         label = f"  {s.label}" if s.label else ""
-        click.echo(f"{s.id}  {format_time(_epoch(s.created_at))}{label}")
+        click.echo(f"{s.id}  {format_time(_epoch(s.created_at))}  {s.origin}{label}")
         note = "" if s.revision == head else f" (not this code's head {head}: cannot be restored)"
         click.echo(
             f"    revision {s.revision}{note}, {_counts_text(s.counts)}, {_size_text(s.size)}"

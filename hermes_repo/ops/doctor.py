@@ -39,14 +39,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from .. import fts
+from sqlalchemy.exc import DBAPIError
+
+from .. import fts, walcheck
 from ..engine import DB_NAME, Driver, db_path_for_home, select_driver
 from ..errors import ErrorKind, classify
 from ..holders import holder_pids
+from ..models import Base
 from ..quarantine import quarantine_info
 from ..sqlite_copies import two_copies_problems
 from ..transcript import spool
 from . import migrate
+from .backup import read_only_engine
 from .fts_rebuild import BACKUP_LABEL, MAX_AUTOMATIC_ATTEMPTS, REPAIR_COMMAND
 from .snapshots import list_snapshots, snapshots_dir
 
@@ -73,11 +77,15 @@ __all__ = [
     "check_holders",
     "check_quarantine",
     "check_quick_check",
+    "check_schema",
     "check_snapshots",
     "check_spool",
     "check_store",
+    "check_wal_header",
     "diagnose",
     "recover_commands",
+    "recovered_path",
+    "replace_command",
 ]
 
 Severity = Literal["error", "warning"]
@@ -87,6 +95,20 @@ Severity = Literal["error", "warning"]
 FTS_READONLY_CHECK_VERSION = (3, 45, 1)
 _FTS_VERSIONS = ("4", "5")  # file-format versions FTS5 reads
 
+_SCHEMA_FINDINGS = frozenset(
+    {
+        "store-missing",
+        "store-unreadable",
+        "schema-empty",
+        "schema-foreign",
+        "schema-unversioned",
+        "schema-behind",
+        "schema-ahead",
+        "schema-damaged",
+        "schema-meta-missing",
+        "file-not-a-database",
+    }
+)
 STOP_FIRST = "stop every process using the store (e.g. the gateway), then run"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 #: The canonical tables: what ``quick_check`` decides on (damage elsewhere is derived).
@@ -317,6 +339,67 @@ def _read_store(ctx: DoctorContext, facts: StoreFacts) -> set[str]:
     return tables
 
 
+def _has_model_columns(ctx: DoctorContext) -> bool:
+    """Whether each canonical table has every column of this code's models."""
+    for name in CANONICAL_TABLES:
+        have = {str(r[1]) for r in ctx.rows(f"PRAGMA table_info({name})")}
+        if not {c.name for c in Base.metadata.tables[name].columns} <= have:
+            return False
+    return True
+
+
+@dataclass
+class SchemaFacts:
+    """The schema compared with the models, as `db check` does (Alembic's comparison)."""
+
+    title = "schema"
+    drift: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The facts as JSON-ready data."""
+        return asdict(self)
+
+    def rows(self) -> list[tuple[str, str]]:
+        """The facts as (label, value) lines for a person."""
+        return [("models", "no drift" if self.drift is None else f"DRIFT: {self.drift}")]
+
+
+def check_schema(ctx: DoctorContext) -> CheckResult:
+    """A store at head whose tables, columns or indexes differ from the models.
+
+    Run only where the store check found a sound revision at head: a missing table
+    is that check's finding, and a store behind head differs by design.
+    """
+    codes = {f.code for f in ctx.findings}
+    if not ctx.exists or not ctx.header_ok or codes & _SCHEMA_FINDINGS:
+        return CheckResult("schema", None)
+    try:
+        revision = ctx.value("SELECT version_num FROM alembic_version")
+    except DoctorReadError:
+        return CheckResult("schema", None)  # the store check reported why
+    if revision != migrate.head_revision():
+        return CheckResult("schema", None)
+    engine = read_only_engine(ctx.db_path, ctx.driver)
+    try:
+        drift = migrate.check(engine)
+    except DBAPIError as exc:
+        raise DoctorReadError(_error_text(exc.orig or exc)) from exc
+    finally:
+        engine.dispose()
+    facts = SchemaFacts(drift=" ".join(drift.split()) if drift else None)
+    if drift is None:
+        return CheckResult("schema", facts)
+    recover = recover_commands(ctx.db_path)[1]
+    finding = Finding(
+        "schema-drift",
+        "error",
+        f"the schema of {ctx.db_path} differs from the models ({facts.drift})",
+        f"{STOP_FIRST} `{recover}` (a store built by the migrations) and install it with "
+        f"`{replace_command(ctx.db_path)}`",
+    )
+    return CheckResult("schema", facts, [finding])
+
+
 def check_store(ctx: DoctorContext) -> CheckResult:
     """File and WAL size, SQLite and its WAL-reset fix, schema revision, canonical counts."""
     drv = ctx.driver
@@ -352,7 +435,32 @@ def check_store(ctx: DoctorContext) -> CheckResult:
         findings.append(_unreadable("store", ctx, exc))
         return CheckResult("store", facts, findings)
 
-    if facts.revision is None:
+    missing = [t for t in CANONICAL_TABLES if t not in tables]
+    if facts.revision is None and tables and not missing and _has_model_columns(ctx):
+        status = migrate.SchemaStatus(None, migrate.head_revision(), "unversioned")
+        findings.append(
+            Finding(
+                "schema-unversioned",
+                "error",
+                f"{ctx.db_path} holds the hermes_repo tables but no schema revision (its "
+                "alembic_version table is missing or empty): every open of the store fails",
+                migrate.damaged_schema_fix(ctx.db_path, status).split("; ", 1)[1],
+            )
+        )
+    elif facts.at_head and missing:
+        status = migrate.SchemaStatus(
+            facts.revision, migrate.head_revision(), "damaged", tuple(missing)
+        )
+        findings.append(
+            Finding(
+                "schema-meta-missing" if missing == ["state_meta"] else "schema-damaged",
+                "error",
+                f"{ctx.db_path} is at schema head but lacks the table(s) "
+                f"{', '.join(missing)}: every open of the store fails",
+                migrate.damaged_schema_fix(ctx.db_path, status).split("; ", 1)[1],
+            )
+        )
+    elif facts.revision is None:
         if tables:
             findings.append(
                 Finding(
@@ -628,6 +736,17 @@ def check_fts(ctx: DoctorContext) -> CheckResult:
 # -- the file: header, quick_check --------------------------------------------------------
 
 
+def recovered_path(db_path: Path) -> Path:
+    """Where the salvage commands put the new store: ``<home>/recovered/state.db``."""
+    return db_path.parent / "recovered" / DB_NAME
+
+
+def replace_command(db_path: Path) -> str:
+    """The command that installs the recovered store in place of the damaged one."""
+    home = shlex.quote(str(db_path.parent))
+    return f"hermes-repo --home {home} db replace {shlex.quote(str(recovered_path(db_path)))}"
+
+
 def recover_commands(db_path: Path) -> tuple[str, str]:
     """The two salvage commands for a store: inspect, then recover into a new file.
 
@@ -635,7 +754,7 @@ def recover_commands(db_path: Path) -> tuple[str, str]:
     existing path, and a ``state.db`` in a folder of its own opens with ``--home``.
     """
     source = shlex.quote(str(db_path))
-    output = shlex.quote(str(db_path.parent / "recovered" / DB_NAME))
+    output = shlex.quote(str(recovered_path(db_path)))
     return (
         f"hermes-repo sessions recover --source {source} --inspect-only",
         f"hermes-repo sessions recover --source {source} --output {output}",
@@ -644,12 +763,79 @@ def recover_commands(db_path: Path) -> tuple[str, str]:
 
 def _damaged_file_fix(ctx: DoctorContext) -> str:
     inspect, output = recover_commands(ctx.db_path)
-    fix = f"{STOP_FIRST} `{inspect}`, then, if rows are recoverable, `{output}`"
+    fix = (
+        f"{STOP_FIRST} `{inspect}`, then, if rows are recoverable, `{output}` and put it in "
+        f"place of the old file with `{replace_command(ctx.db_path)}`"
+    )
     newest = next((s for s in list_snapshots(ctx.home) if s.ok), None)
     if newest is not None:
         restore = ctx.command(f"hermes-repo snapshot restore {newest.id}")
         fix += f"; or restore the newest snapshot ({newest.created_at}) with `{restore}`"
     return fix
+
+
+@dataclass
+class WalHeaderFacts:
+    """The ``-wal``'s header (checked before any read) and damaged ones saved aside."""
+
+    title = "WAL header"
+    damaged: str | None = None
+    saved: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The facts as JSON-ready data."""
+        return asdict(self)
+
+    def rows(self) -> list[tuple[str, str]]:
+        """The facts as (label, value) lines for a person."""
+        out = [("-wal header", f"DAMAGED: {self.damaged}" if self.damaged else "valid or none")]
+        if self.saved:
+            out.append(("saved -wal sets", ", ".join(self.saved)))
+        return out
+
+
+def check_wal_header(ctx: DoctorContext) -> CheckResult:
+    """A ``-wal`` whose header is invalid: saved aside before this doctor's first read.
+
+    SQLite would treat it as empty (and the next read-write open deletes it), so its
+    committed frames are in no read the other checks make: they would call the store
+    healthy. Sets saved earlier (by any open) stay a finding until salvaged and removed.
+    """
+    try:
+        found = walcheck.preserve_damaged_wal(ctx.db_path)
+    except walcheck.WalSaveError as exc:
+        cause, _, fix = str(exc).partition("; ")
+        return CheckResult("wal_header", None, [Finding("wal-header-damaged", "error", cause, fix)])
+    saved = [str(p) for p in walcheck.saved_sets(ctx.db_path)]
+    if found is None and not saved:
+        return CheckResult("wal_header", None)  # the usual case: nothing worth a section
+    facts = WalHeaderFacts(damaged=found.reason if found else None, saved=saved)
+    findings: list[Finding] = []
+    if found is not None:
+        findings.append(
+            Finding(
+                "wal-header-damaged",
+                "error",
+                found.message(),
+                f"{STOP_FIRST} `{found.recover_command()}`, then put the new store in place "
+                f"of the old one with `{ctx.command('hermes-repo db replace')} "
+                f"{shlex.quote(str(recovered_path(ctx.db_path)))}`",
+            )
+        )
+    elif saved:
+        source = shlex.quote(saved[-1][: -len("-wal")])
+        findings.append(
+            Finding(
+                "wal-saved",
+                "warning",
+                f"{len(saved)} -wal file(s) with a damaged header were saved beside the store "
+                f"({', '.join(Path(p).name for p in saved)}); their committed frames may hold "
+                "messages the store lost when SQLite discarded the log",
+                f"check with `hermes-repo sessions recover --source {source} --inspect-only`; "
+                "salvage what is missing, then delete the saved set",
+            )
+        )
+    return CheckResult("wal_header", facts, findings)
 
 
 @dataclass
@@ -1021,8 +1207,10 @@ Check = Callable[[DoctorContext], CheckResult]
 # Report order. The header comes first (a file that is not a database skips every SQL
 # read); holders come last (whether they matter depends on what the others found).
 CHECKS: list[Check] = [
+    check_wal_header,
     check_header,
     check_store,
+    check_schema,
     check_quick_check,
     check_fts,
     check_quarantine,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,16 +18,20 @@ from sqlalchemy.engine import Connection
 
 from ..engine import WRITE_OPTION
 from ..errors import ConfigurationError
+from ..models import Base
 
 __all__ = [
+    "CANONICAL_TABLES",
     "SchemaStatus",
     "alembic_config",
     "check",
     "current_revision",
+    "damaged_schema_fix",
     "head_revision",
     "is_empty",
     "known_revisions",
     "migrations_dir",
+    "missing_tables",
     "schema_status",
     "upgrade",
 ]
@@ -76,32 +81,101 @@ def is_empty(connection: Connection) -> bool:
     return not set(inspect(connection).get_table_names()) - {"alembic_version"}
 
 
+CANONICAL_TABLES = ("sessions", "messages", "state_meta")
+"""The tables whose rows are the store's data (everything else is derived)."""
+
+
+def missing_tables(connection: Connection) -> list[str]:
+    """The canonical tables the file lacks (a hand edit or damage dropped them)."""
+    present = set(inspect(connection).get_table_names())
+    return [t for t in CANONICAL_TABLES if t not in present]
+
+
+def _has_our_tables(connection: Connection) -> bool:
+    """Every canonical table with every column of this code's models (Hermes' own
+    ``state.db`` has tables of the same names, without our columns)."""
+    insp = inspect(connection)
+    if missing_tables(connection):
+        return False
+    for name in CANONICAL_TABLES:
+        have = {c["name"] for c in insp.get_columns(name)}
+        if not {c.name for c in Base.metadata.tables[name].columns} <= have:
+            return False
+    return True
+
+
 @dataclass(frozen=True)
 class SchemaStatus:
     """Where a file stands against the migrations shipped with this code.
 
     ``status`` is ``empty`` (no schema: build it), ``foreign`` (tables but no revision:
-    not ours), ``at-head``, ``behind`` (upgradable) or ``ahead`` (newer than this code:
-    never touched).
+    not ours), ``unversioned`` (our tables, but the revision record is gone),
+    ``at-head``, ``damaged`` (at head but a canonical table is missing, listed in
+    ``missing``), ``behind`` (upgradable) or ``ahead`` (newer than this code: never
+    touched).
     """
 
     revision: str | None
     head: str
     status: str
+    missing: tuple[str, ...] = ()
+
+
+def damaged_schema_fix(db_path: Path, status: SchemaStatus) -> str:
+    """The cause and the fix for an ``unversioned`` or ``damaged`` schema, one sentence.
+
+    ``state_meta`` holds only markers (``fts_stale``) that a repair re-derives, so a
+    missing one is recreated by ``sessions repair``; a lost table of rows or a lost
+    revision record is not guessed at: the rows are salvaged into a store the
+    migrations build, which ``db replace`` installs.
+    """
+    home = shlex.quote(str(db_path.parent))
+    source = shlex.quote(str(db_path))
+    salvage = (
+        f"salvage the rows with `hermes-repo sessions recover --source {source} --output "
+        f"{shlex.quote(str(db_path.parent / 'recovered' / db_path.name))}` and install them "
+        f"with `hermes-repo --home {home} db replace "
+        f"{shlex.quote(str(db_path.parent / 'recovered' / db_path.name))}`, or restore a "
+        f"snapshot taken before the damage (`hermes-repo --home {home} snapshot list`)"
+    )
+    if status.status == "unversioned":
+        return (
+            f"{db_path} holds the hermes_repo tables but no schema revision (its "
+            f"alembic_version table is missing or empty), so its schema cannot be trusted; "
+            f"{salvage}"
+        )
+    missing = ", ".join(status.missing)
+    if status.missing == ("state_meta",):
+        return (
+            f"{db_path} is at schema head but its table state_meta is missing; stop every "
+            f"process using the store, then run `hermes-repo --home {home} sessions repair` "
+            "(it recreates state_meta, which holds only markers the repair re-derives)"
+        )
+    return (
+        f"{db_path} is at schema head but its table(s) {missing} are missing, with every "
+        f"row they held; {salvage}"
+    )
 
 
 def schema_status(connection: Connection) -> SchemaStatus:
     current = current_revision(connection)
     head = head_revision()
+    missing: tuple[str, ...] = ()
     if current is None:
-        status = "empty" if is_empty(connection) else "foreign"
+        if is_empty(connection):
+            status = "empty"
+        elif _has_our_tables(connection):
+            status = "unversioned"
+        else:
+            status = "foreign"
     elif current == head:
-        status = "at-head"
+        missing = tuple(missing_tables(connection))
+        status = "damaged" if missing else "at-head"
     elif current in known_revisions():
         status = "behind"
     else:
         status = "ahead"
-    return SchemaStatus(current, head, status)
+    return SchemaStatus(current, head, status, missing)
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
@@ -119,8 +193,12 @@ def check(engine: Engine) -> str | None:
     """None when the schema matches the models, else Alembic's description of the drift."""
     with engine.connect() as conn, contextlib.redirect_stdout(io.StringIO()):
         # Alembic prints "No new upgrade operations detected." itself; the caller reports.
+        config = alembic_config(conn)
+        # Config binds sys.stdout when alembic is imported, past redirect_stdout's reach:
+        # doctor --json must print nothing but its JSON.
+        config.stdout = io.StringIO()
         try:
-            command.check(alembic_config(conn))
+            command.check(config)
         except AutogenerateDiffsDetected as exc:
             return str(exc)
     return None

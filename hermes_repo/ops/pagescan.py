@@ -24,6 +24,7 @@ bounds, so random bytes make a page or a cell *unreadable* (counted) rather than
 
 from __future__ import annotations
 
+import dataclasses
 import mmap
 import os
 import struct
@@ -57,6 +58,7 @@ TABLE_INTERIOR, TABLE_LEAF, INDEX_INTERIOR, INDEX_LEAF = 5, 13, 2, 10
 _BTREE_KINDS = frozenset({TABLE_INTERIOR, TABLE_LEAF, INDEX_INTERIOR, INDEX_LEAF})
 _WAL_MAGICS = (0x377F0682, 0x377F0683)  # low bit set: checksums use big-endian words
 _WAL_HEADER = 32
+_WAL_VERSION = 3007000
 _FRAME_HEADER = 24
 _MAX_DEPTH = 40  # a real b-tree of 2**32 pages is < 10 deep; deeper means a loop
 _ENCODINGS = {1: "utf-8", 2: "utf-16-le", 3: "utf-16-be"}
@@ -169,10 +171,13 @@ class WalInfo:
     """Database size in pages after the last commit in the WAL."""
     ignored: str | None = None
     """Why the WAL was not used at all, when it was not."""
+    header_damaged: str | None = None
+    """Why the WAL header is invalid, when its frames were read without it."""
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready view."""
         return {
+            "header_damaged": self.header_damaged,
             "present": self.present,
             "frames": self.frames,
             "valid_frames": self.valid_frames,
@@ -291,37 +296,124 @@ class PageSource:
             return
         self._wal_fh = fh
         wal = self._wal_map = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-        magic, _version, wal_page_size, _ckpt, salt1, salt2, c0, c1 = struct.unpack_from(
+        magic, version, wal_page_size, _ckpt, salt1, salt2, c0, c1 = struct.unpack_from(
             ">8I", wal, 0
         )
         frame_size = _FRAME_HEADER + wal_page_size
         frames = (size - _WAL_HEADER) // frame_size if _plausible_page_size(wal_page_size) else 0
+        big_endian = bool(magic & 1)
+        damaged: str | None = None
         if magic not in _WAL_MAGICS:
-            self.wal = WalInfo(present=True, ignored="bad WAL magic number")
+            damaged = "bad WAL magic number"
+        elif version != _WAL_VERSION:
+            damaged = f"bad WAL version {version}"
+        elif wal_page_size != self.page_size:
+            damaged = f"WAL page size {wal_page_size} differs from the database's"
+        elif _wal_checksum(wal[:24], big_endian, 0, 0) != (c0, c1):
+            damaged = "WAL header checksum is bad"
+        if damaged is not None:
+            self._load_headerless(wal, size, damaged)
             return
-        if wal_page_size != self.page_size:
+        self._read_frames(wal, frames, frame_size, big_endian, (salt1, salt2), (c0, c1))
+
+    def _load_headerless(self, wal: mmap.mmap, size: int, damaged: str) -> None:
+        """Frames of a WAL whose header is lost, read with the database's page size.
+
+        Each frame repeats the header's salts, and its checksum runs on from the previous
+        frame's: so the first frame gives the salts and the seed for the second, and the
+        byte order is the one under which the chain verifies. The first frame itself
+        cannot be verified (its seed was the header's checksum); it is taken when its
+        salts match and the frames after it verify, or when it is the only frame and a
+        commit frame. SQLite would have discarded all of them.
+        """
+        frame_size = _FRAME_HEADER + self.page_size
+        frames = (size - _WAL_HEADER) // frame_size
+        if frames == 0:
+            self.wal = WalInfo(present=True, ignored=f"{damaged}; no whole frame follows it")
+            return
+        at = _WAL_HEADER
+        pgno, commit_size, fs1, fs2, fc0, fc1 = struct.unpack_from(">6I", wal, at)
+        if pgno == 0:
             self.wal = WalInfo(
-                present=True,
-                frames=frames,
-                ignored=f"WAL page size {wal_page_size} differs from the database's",
+                present=True, frames=frames, ignored=f"{damaged}; its first frame is damaged too"
             )
             return
-        big_endian = bool(magic & 1)
-        s0, s1 = _wal_checksum(wal[:24], big_endian, 0, 0)
-        if (s0, s1) != (c0, c1):
-            self.wal = WalInfo(present=True, frames=frames, ignored="WAL header checksum is bad")
+        best: tuple[int, bool] = (0, False)
+        for big_endian in (False, True):
+            ok = self._chain_length(wal, frames, frame_size, big_endian, (fs1, fs2), (fc0, fc1))
+            if ok > best[0]:
+                best = (ok, big_endian)
+        if best[0] == 0 and not (frames == 1 or commit_size):
+            self.wal = WalInfo(
+                present=True, frames=frames, ignored=f"{damaged}; its frames do not verify"
+            )
             return
+        self._read_frames(
+            wal,
+            frames,
+            frame_size,
+            best[1],
+            (fs1, fs2),
+            None,
+            first_trusted=True,
+            limit=1 + best[0],
+        )
+        self.wal = dataclasses.replace(self.wal, header_damaged=damaged)
+
+    @staticmethod
+    def _chain_length(
+        wal: mmap.mmap,
+        frames: int,
+        frame_size: int,
+        big_endian: bool,
+        salts: tuple[int, int],
+        seed: tuple[int, int],
+    ) -> int:
+        """How many frames after the first verify, chained from the first's checksum."""
+        s0, s1 = seed
+        n = 0
+        for i in range(1, frames):
+            at = _WAL_HEADER + i * frame_size
+            pgno, _commit, fs1, fs2, fc0, fc1 = struct.unpack_from(">6I", wal, at)
+            if (fs1, fs2) != salts or pgno == 0:
+                break
+            s0, s1 = _wal_checksum(wal[at : at + 8], big_endian, s0, s1)
+            s0, s1 = _wal_checksum(wal[at + _FRAME_HEADER : at + frame_size], big_endian, s0, s1)
+            if (s0, s1) != (fc0, fc1):
+                break
+            n += 1
+        return n
+
+    def _read_frames(
+        self,
+        wal: mmap.mmap,
+        frames: int,
+        frame_size: int,
+        big_endian: bool,
+        salts: tuple[int, int],
+        seed: tuple[int, int] | None,
+        *,
+        first_trusted: bool = False,
+        limit: int | None = None,
+    ) -> None:
+        salt1, salt2 = salts
+        s0, s1 = seed if seed is not None else (0, 0)
         pending: dict[int, int] = {}
         committed: dict[int, int] = {}
         valid = committed_frames = 0
         db_pages: int | None = None
-        for i in range(frames):
+        for i in range(frames if limit is None else min(frames, limit)):
             at = _WAL_HEADER + i * frame_size
             pgno, commit_size, fs1, fs2, fc0, fc1 = struct.unpack_from(">6I", wal, at)
             if (fs1, fs2) != (salt1, salt2) or pgno == 0:
                 break  # a frame of an older WAL generation: the valid prefix ends here
-            s0, s1 = _wal_checksum(wal[at : at + 8], big_endian, s0, s1)
-            s0, s1 = _wal_checksum(wal[at + _FRAME_HEADER : at + frame_size], big_endian, s0, s1)
+            if first_trusted and i == 0:
+                s0, s1 = fc0, fc1  # unverifiable without the header; seeds the rest
+            else:
+                s0, s1 = _wal_checksum(wal[at : at + 8], big_endian, s0, s1)
+                s0, s1 = _wal_checksum(
+                    wal[at + _FRAME_HEADER : at + frame_size], big_endian, s0, s1
+                )
             if (s0, s1) != (fc0, fc1):
                 break  # torn or damaged frame: SQLite stops reading the log here too
             valid += 1

@@ -58,7 +58,9 @@ from .pagescan import LeafRef, PageSource, ScannedRow, Scanner, ScanStats, WalIn
 
 __all__ = [
     "CANONICAL_TABLES",
+    "PARTIAL_SUFFIX",
     "RECOVERED_SOURCE",
+    "SCRATCH_PREFIX",
     "ProgressCallback",
     "ProgressEvent",
     "RecoveryError",
@@ -67,6 +69,7 @@ __all__ = [
     "TableReport",
     "inspect",
     "recover",
+    "remove_stale",
 ]
 
 CANONICAL_TABLES = ("sessions", "messages", "state_meta")
@@ -397,6 +400,53 @@ def _source_paths(source: Path) -> Path:
     return source
 
 
+SCRATCH_PREFIX = "hermes-recover-"
+"""Name of a private copy's folder: ``hermes-recover-<pid>-<random>``."""
+PARTIAL_SUFFIX = ".partial"
+"""An output under construction: ``.<name>.recover-<pid>.partial`` beside the target."""
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: alive
+    return True
+
+
+def _owner_pid(name: str, prefix: str) -> int | None:
+    digits = name[len(prefix) :].split("-", 1)[0].split(".", 1)[0]
+    return int(digits) if digits.isdigit() else None
+
+
+def remove_stale(folder: Path, pattern: str) -> list[Path]:
+    """Remove what a killed salvage left in ``folder``: entries matching ``pattern``
+    whose owner pid (in the name) is no longer running and that belong to this user.
+
+    A SIGKILL runs no cleanup; the next run finds the leftovers by their name and
+    removes them, never those of a salvage that is still running.
+    """
+    removed: list[Path] = []
+    prefix = pattern.split("*", 1)[0]
+    for path in folder.glob(pattern):
+        pid = _owner_pid(path.name, prefix)
+        try:
+            st = path.lstat()
+        except FileNotFoundError:
+            continue
+        if pid is None or pid == os.getpid() or _pid_alive(pid) or st.st_uid != os.getuid():
+            continue
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+        removed.append(path)
+    return removed
+
+
 @contextlib.contextmanager
 def _held_against_opens(source: Path) -> Iterator[bool]:
     """Keep library processes from opening the source while it is copied.
@@ -457,7 +507,8 @@ def _make_copy(
             f"({need / 1e6:.1f} MB needed, {free / 1e6:.1f} MB free); "
             "free some space or choose another working folder"
         )
-    folder = Path(tempfile.mkdtemp(prefix="hermes-recover-", dir=base))
+    remove_stale(base, f"{SCRATCH_PREFIX}*")
+    folder = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", dir=base))
     done = 0
     try:
         with _held_against_opens(source) as alone:
@@ -467,7 +518,9 @@ def _make_copy(
                     "half-written transaction: stop it and run the command again"
                 )
             for src, name in parts:
-                with open(src, "rb") as fin, open(folder / name, "xb") as fout:
+                # 0600: the copy holds every conversation of the store.
+                fd = os.open(folder / name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+                with open(src, "rb") as fin, open(fd, "wb") as fout:
                     while chunk := fin.read(1 << 20):
                         fout.write(chunk)
                         done += len(chunk)
@@ -752,6 +805,13 @@ class _Salvage:
         self.report.wal = src.wal
         if src.wal.ignored:
             self.report.notes.append(f"the -wal file was not used: {src.wal.ignored}")
+        if src.wal.header_damaged and src.wal.committed_frames:
+            # SQLite reads such a log as empty: only the page scanner sees these frames.
+            self.report.notes.append(
+                f"the -wal header is damaged ({src.wal.header_damaged}); "
+                f"{src.wal.committed_frames} committed frames were read without it by the "
+                "page scanner (SQLite would have discarded them)"
+            )
         schema: dict[str, str] = {}
         if self.sql is not None:
             with contextlib.suppress(self.driver.module.Error):
@@ -854,8 +914,13 @@ class _Salvage:
         if self.progress is not None:
             self.progress(ProgressEvent("read", self._emitted, total or None))
 
+    @property
+    def wal_only_frames(self) -> bool:
+        """Committed frames that SQL cannot see: a -wal whose header is damaged."""
+        return bool(self.report.wal.header_damaged and self.report.wal.committed_frames)
+
     def needs_scan(self) -> bool:
-        if self.sql is None:
+        if self.sql is None or self.wal_only_frames:
             return True
         for t in self.report.tables.values():
             if t.sql_gaps or t.sql_errors:
@@ -996,8 +1061,12 @@ def recover(
 ) -> RecoveryResult:
     """Salvage every readable session and message of ``source`` into a new store at ``output``.
 
-    ``output`` must not exist: it is built by the migrations, filled, its FTS indexes
-    rebuilt, and checked with ``PRAGMA integrity_check``; on failure it is removed again.
+    ``output`` must not exist. The new store is built beside it under a temporary name
+    (``.<name>.recover-<pid>.partial``) by the migrations, filled, its FTS indexes
+    rebuilt, and checked with ``PRAGMA integrity_check``; only then does it get its name,
+    so an interrupted run never leaves a store at ``output``. On failure (or an
+    exception such as ``KeyboardInterrupt``) the partial file and the private copy are
+    removed; after a SIGKILL the next run removes them (their names carry the pid).
     The page scanner runs when SQL could not read everything (``scan="auto"``), always,
     or never. The private copy goes under ``workdir`` (default: beside ``output``).
     """
@@ -1012,12 +1081,12 @@ def recover(
     salvage = _Salvage(
         source, drv, progress, workdir or output.parent, reserve=1.0 if same_place else 0.0
     )
-    created: list[Path] = []
+    partial = _partial_path(output)
+    created = [partial, *(partial.with_name(partial.name + s) for s in _SIDECARS)]
     try:
         salvage.open()
         result = RecoveryResult(output=str(output), before=salvage.report)
-        created = [output, *(output.with_name(output.name + s) for s in ("-wal", "-shm"))]
-        engine = create_store_engine(output, driver=drv)
+        engine = create_store_engine(partial, driver=drv)
         try:
             migrate.upgrade(engine)
             with engine.execution_options(**{WRITE_OPTION: True}).connect() as conn:
@@ -1034,6 +1103,7 @@ def recover(
                 f"the recovered store failed its integrity check ({result.integrity}); "
                 "it was removed. Report this with the output of --inspect-only"
             )
+        _install(partial, output)
     except BaseException:
         for path in created:
             with contextlib.suppress(FileNotFoundError):
@@ -1045,16 +1115,70 @@ def recover(
     return result
 
 
+_SIDECARS = ("-wal", "-shm", "-journal")
+
+
+def _partial_path(output: Path) -> Path:
+    return output.with_name(f".{output.name}.recover-{os.getpid()}{PARTIAL_SUFFIX}")
+
+
 def _check_output(source: Path, output: Path) -> None:
-    sidecars = [output.with_name(output.name + s) for s in ("-wal", "-shm", "-journal")]
+    sidecars = [output.with_name(output.name + s) for s in _SIDECARS]
     if output.exists() or output.is_symlink() or any(p.exists() for p in sidecars):
         what = "is the source" if output.resolve() == source.resolve() else "already exists"
         raise RecoveryError(
             f"{output} {what}; recover writes only to a new file. "
             "Choose another --output path (the source is never overwritten)"
         )
+    # A name SQLite would take for one of the source's own files (its -wal, say) would
+    # be read as part of the source by the next open of it.
+    own = [source, *(source.with_name(source.name + s) for s in _SIDECARS)]
+    if output.absolute() in [p.absolute() for p in own]:
+        raise RecoveryError(
+            f"{output} is a name of the source's own files; choose another --output path"
+        )
     if not output.parent.exists():
         output.parent.mkdir(mode=0o700, parents=True)
+    # Leftovers of a run that was killed (SIGKILL runs no cleanup) are removed now.
+    remove_stale(output.parent, f".{output.name}.recover-*{PARTIAL_SUFFIX}*")
+
+
+def _install(partial: Path, output: Path) -> None:
+    """Give the finished, verified store its name; never over a file that appeared since.
+
+    The engine is closed: SQLite checkpointed and removed the ``-wal``. A link is
+    refused if ``output`` exists (a rename would replace it), so a database written
+    there meanwhile is never clobbered.
+    """
+    for suffix in ("-wal", "-journal"):
+        side = partial.with_name(partial.name + suffix)
+        if side.exists() and side.stat().st_size > 0:
+            raise RecoveryError(
+                f"the recovered store still has a non-empty {suffix} after closing; it was "
+                "removed. Run the command again"
+            )
+    with open(partial, "rb") as f:
+        os.fsync(f.fileno())
+    appeared = RecoveryError(
+        f"{output} appeared while the salvage ran; it was left as it is. "
+        "Choose another --output path"
+    )
+    try:
+        os.link(partial, output)
+    except FileExistsError as exc:
+        raise appeared from exc
+    except OSError:
+        # A file system without hard links: a rename, right after one more check.
+        if output.exists() or output.is_symlink():
+            raise appeared from None
+        os.rename(partial, output)
+    else:
+        partial.unlink()
+    fd = os.open(output.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _salvage_into(
@@ -1072,7 +1196,7 @@ def _salvage_into(
     salvage.writer = _Writer(conn, salvage.columns, result)
     salvage.read_sql()
     if scan == "always" or (scan == "auto" and salvage.needs_scan()):
-        salvage.read_scan(everything=scan == "always")
+        salvage.read_scan(everything=scan == "always" or salvage.wal_only_frames)
     salvage.writer.flush()
     salvage.finish_report()
     result.skipped_meta = _drop_derived_meta(conn)

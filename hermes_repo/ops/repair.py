@@ -60,13 +60,22 @@ from sqlalchemy import Engine, text
 from sqlalchemy.exc import DBAPIError
 
 from .. import fts, quarantine
-from ..engine import Driver, create_store_engine, db_path_for_home, select_driver
+from ..engine import WRITE_OPTION, Driver, create_store_engine, db_path_for_home, select_driver
 from ..errors import HermesRepoError, describe
 from ..holders import HolderLock, StoreHeldError
+from ..models import state_meta_table
 from ..store import StateStore
-from .backup import read_only_engine, timestamped_backup
-from .doctor import STOP_FIRST, DoctorReport, Finding, diagnose, recover_commands
+from .backup import BackupSpaceError, read_only_engine, timestamped_backup
+from .doctor import (
+    STOP_FIRST,
+    DoctorReport,
+    Finding,
+    diagnose,
+    recover_commands,
+    recovered_path,
+)
 from .fts_rebuild import REPAIR_COMMAND, RebuildOutcome, guarded_rebuild
+from .replace import REPLACE_COMMAND
 from .snapshots import list_snapshots, snapshot_before
 from .transcript_check import (
     TranscriptRepairSummary,
@@ -92,7 +101,9 @@ BACKUP_LABEL = "pre-repair"
 """Label of the backup (``state.db.pre-repair-<time>.bak``) and of the snapshot."""
 
 # Doctor findings that mean the file itself is damaged: never repaired in place.
-_STRUCTURAL = frozenset({"file-not-a-database", "file-damaged", "quarantined"})
+_STRUCTURAL = frozenset(
+    {"file-not-a-database", "file-damaged", "quarantined", "wal-header-damaged"}
+)
 # Doctor findings about the derived index: the guarded rebuild fixes them.
 _INDEX = frozenset(
     {"fts-stale", "fts-triggers-missing", "fts-damaged", "fts-behind", "fts-unreadable"}
@@ -105,6 +116,9 @@ _REFUSED = frozenset(
         "schema-foreign",
         "schema-behind",
         "schema-ahead",
+        "schema-unversioned",
+        "schema-damaged",
+        "schema-drift",
         "store-unreadable",
         "quick_check-unreadable",
     }
@@ -157,6 +171,8 @@ class RepairReport:
     transcript_check: TranscriptReport | None = None
     verification: list[VerifyItem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    recreated: list[str] = field(default_factory=list)
+    """Metadata tables the repair put back (``state_meta``), empty as the models make them."""
 
     @property
     def findings(self) -> list[Finding]:
@@ -201,6 +217,7 @@ class RepairReport:
             "rebuild": rebuild,
             "verification": [asdict(v) for v in self.verification],
             "notes": list(self.notes),
+            "recreated": list(self.recreated),
             "findings": [f.to_dict() for f in self.findings],
         }
 
@@ -223,10 +240,12 @@ def _damage(doctor: DoctorReport) -> Damage:
 def _salvage_steps(db_path: Path) -> list[str]:
     """What comes after a repair that cannot, or did not, fix the file in place."""
     inspect, output = recover_commands(db_path)
+    new_file = shlex.quote(str(recovered_path(db_path)))
     steps = [
         f"{STOP_FIRST} `{inspect}`",
         f"if rows are recoverable: `{output}`, then put the new state.db in place of the "
-        "old one with the store stopped",
+        f"old one with `{_command(db_path, f'{REPLACE_COMMAND} {new_file}')}` (it keeps the "
+        "damaged file and its -wal aside; never copy over state.db by hand)",
     ]
     newest = next((s for s in list_snapshots(db_path.parent) if s.ok), None)
     if newest is not None:
@@ -320,7 +339,11 @@ def _check(db_path: Path) -> RepairReport:
             "place; salvage it"
         )
         report.next_steps = _salvage_steps(db_path)
-    elif damage == "index" or not transcripts_ok:
+    elif (
+        damage == "index"
+        or not transcripts_ok
+        or any(f.code == "schema-meta-missing" for f in errors)
+    ):
         report.summary = "the store needs a repair"
         report.next_steps = [f"{STOP_FIRST} `{repair}`"]
     elif errors:
@@ -383,6 +406,58 @@ def _refusal(doctor: DoctorReport) -> Finding | None:
     return next((f for f in doctor.findings if f.code in _REFUSED), None)
 
 
+def _nothing_to_repair(
+    report: RepairReport, db_path: Path, driver: Driver, holder: HolderLock
+) -> RepairReport | None:
+    """The report of a repair with nothing to do, or None when something needs one.
+
+    The same checks the repair acts on, run first and writing nothing: the indexes
+    compared with their rows (FTS5's integrity-check, rolled back) and the transcript
+    invariants. A store that passes is verified as after a repair and left untouched.
+    """
+    engine = create_store_engine(db_path, driver=driver)
+    guard = quarantine.install(engine, db_path, driver)
+    store = StateStore(db_path.parent, engine, driver, holder, guard)
+    try:
+        if _index_needs_rebuild(report, engine) is not None:
+            return None
+        checked = check_transcripts(store)
+        if not checked.ok:
+            return None
+        report.transcripts = TranscriptRepairSummary(checked)  # nothing to repair
+        report.counts_before = _counts(engine)
+        report.verification, report.counts_after = _verify(engine, report.counts_before)
+    except (HermesRepoError, DBAPIError):
+        return None  # let the full repair, with its backup, deal with it
+    finally:
+        store.close()
+    if not report.verified:
+        return None
+    report.ok = True
+    report.notes.append("no backup or snapshot taken: nothing needed a change")
+    report.summary = "nothing needed repair; verified"
+    return report
+
+
+def _recreate_state_meta(db_path: Path, driver: Driver, report: RepairReport) -> None:
+    """Put back a dropped ``state_meta`` (before any snapshot: never one of a broken store).
+
+    Its only rows are markers of derived state (``fts_stale``): the index checks below
+    find by themselves what such a marker would have said, so nothing is lost for good.
+    """
+    engine = create_store_engine(db_path, driver=driver)
+    try:
+        with engine.execution_options(**{WRITE_OPTION: True}).connect() as conn, conn.begin():
+            state_meta_table.create(conn, checkfirst=True)
+    finally:
+        engine.dispose()
+    report.recreated.append("state_meta")
+    report.notes.append(
+        "recreated the missing state_meta table (empty: it holds only markers such as "
+        "fts_stale, which the index checks of this repair re-derive)"
+    )
+
+
 def _repair_alone(db_path: Path, holder: HolderLock) -> RepairReport:
     """The repair proper; the caller holds the store exclusively."""
     doctor = diagnose(db_path.parent)
@@ -392,6 +467,13 @@ def _repair_alone(db_path: Path, holder: HolderLock) -> RepairReport:
         raise RepairError(f"cannot repair: {refused.summary}; {refused.fix}; nothing was changed")
     report = RepairReport(path=str(db_path), check_only=False, damage=damage, doctor=doctor)
     driver = select_driver()
+    meta_missing = any(f.code == "schema-meta-missing" for f in doctor.findings)
+    if damage == "none" and not meta_missing:
+        # Check first: a backup and a snapshot are taken only when a change will be
+        # made (twelve runs on a healthy store used to leave twelve full backups).
+        healthy = _nothing_to_repair(report, db_path, driver, holder)
+        if healthy is not None:
+            return healthy
 
     # Counts, backup and integrity through read-only connections: for a damaged file
     # this is all that happens, and it must not write a byte (no close-time checkpoint).
@@ -408,7 +490,7 @@ def _repair_alone(db_path: Path, holder: HolderLock) -> RepairReport:
             report.notes.append(f"canonical counts unreadable: {describe(exc)}")
         try:
             report.backup = timestamped_backup(source, db_path, BACKUP_LABEL)
-        except (DBAPIError, driver.module.Error, OSError) as exc:
+        except (DBAPIError, driver.module.Error, OSError, BackupSpaceError) as exc:
             if damage != "structural":
                 # Nothing was changed yet: the store is no worse, the repair can be rerun.
                 again = _command(db_path, REPAIR_COMMAND)
@@ -423,6 +505,9 @@ def _repair_alone(db_path: Path, holder: HolderLock) -> RepairReport:
         integrity = _integrity(source)
     finally:
         source.dispose()
+
+    if meta_missing:
+        _recreate_state_meta(db_path, driver, report)
 
     if integrity == "ok":
         try:
@@ -514,7 +599,7 @@ def _repair_open(
         failed = "; ".join(f"{v.name}: {v.detail}" for v in report.verification if not v.ok)
         return _fail(report, f"verification failed ({failed})")
     report.ok = True
-    done = []
+    done = [f"table {name} recreated" for name in report.recreated]
     if report.rebuild is not None:
         done.append(f"full-text indexes rebuilt in {report.rebuild.seconds:.1f} s")
     if report.transcripts.repairs:

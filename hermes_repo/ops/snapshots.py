@@ -47,11 +47,12 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 
+from .. import walcheck
 from ..engine import Driver, db_path_for_home, select_driver
 from ..errors import (
     ErrorKind,
@@ -67,8 +68,11 @@ from . import migrate
 from .backup import backup_to, read_only_engine
 
 __all__ = [
+    "AUTO_KEEP",
+    "AUTO_MAX_BYTES",
     "DEFAULT_KEEP",
     "SNAPSHOT_DIR",
+    "Origin",
     "RestoreResult",
     "Snapshot",
     "SnapshotBusyError",
@@ -91,6 +95,17 @@ log = logging.getLogger("hermes_repo.snapshots")
 SNAPSHOT_DIR = "state-snapshots"
 #: Snapshots kept by default; older ones are pruned after each new one.
 DEFAULT_KEEP = 5
+#: Who made a snapshot: an operator (`snapshot create`) or an operation that took it
+#: as its restore point (``snapshot_before``: pre-repair, pre-upgrade; pre-restore).
+Origin = Literal["operator", "automatic"]
+#: Retention of automatic snapshots, separate from the operator's: they never push out
+#: an operator's snapshot, and a loop of repairs cannot fill the disk with them. The
+#: newest automatic snapshot is always kept, whatever its size.
+AUTO_KEEP = 5
+AUTO_MAX_BYTES = 2 * 2**30
+# Labels the automatic snapshots of older versions carried (their manifests have no
+# origin field).
+_AUTOMATIC_LABELS = frozenset({"pre-repair", "pre-upgrade", "pre-restore"})
 #: Space wanted beyond the copy itself: SQLite's temporary journal while the copy is
 #: switched out of WAL, the manifest, and room left for the agents that keep writing.
 SPACE_MARGIN_BYTES = 16 * 2**20
@@ -164,6 +179,7 @@ class Snapshot:
     sqlite_version: str | None = None
     source: str | None = None
     error: str | None = None
+    origin: Origin = "operator"
 
     @property
     def ok(self) -> bool:
@@ -178,6 +194,7 @@ class Snapshot:
             "error": self.error,
             "created_at": self.created_at,
             "label": self.label,
+            "origin": self.origin,
             "revision": self.revision,
             "counts": dict(self.counts),
             "size": self.size,
@@ -531,6 +548,13 @@ def _read_manifest(folder: Path, sid: str) -> Snapshot:
     if not db.is_file():
         return damaged(f"snapshot file {db.name} is missing")
     label = data.get("label")
+    origin: Origin = (
+        data["origin"]
+        if data.get("origin") in ("operator", "automatic")
+        else "automatic"
+        if label in _AUTOMATIC_LABELS
+        else "operator"
+    )
     return Snapshot(
         id=sid,
         path=db,
@@ -543,6 +567,7 @@ def _read_manifest(folder: Path, sid: str) -> Snapshot:
         sha256=data["sha256"],
         sqlite_version=str(data.get("sqlite_version")) if data.get("sqlite_version") else None,
         source=str(data.get("source")) if data.get("source") else None,
+        origin=origin,
     )
 
 
@@ -563,7 +588,9 @@ def _list(folder: Path) -> list[Snapshot]:
 
 def _source_engine(db_path: Path, driver: Driver) -> Engine:
     """An engine whose connections are read-only: copying never writes to the store,
-    and a damaged file is never checkpointed into when the copy's connection closes."""
+    and a damaged file is never checkpointed into when the copy's connection closes.
+    A ``-wal`` with a damaged header is saved first (its frames would not be copied)."""
+    walcheck.preserve_damaged_wal(db_path)
     return read_only_engine(db_path, driver)
 
 
@@ -576,7 +603,13 @@ def _normal_label(label: str | None) -> str | None:
     return clean or None
 
 
-def _take(db_path: Path, folder: Path, driver: Driver, label: str | None) -> Snapshot:
+def _take(
+    db_path: Path,
+    folder: Path,
+    driver: Driver,
+    label: str | None,
+    origin: Origin = "automatic",
+) -> Snapshot:
     """Copy, verify and record one snapshot (the caller holds the folder lock)."""
     if not db_path.is_file():
         raise SnapshotError(
@@ -616,6 +649,7 @@ def _take(db_path: Path, folder: Path, driver: Driver, label: str | None) -> Sna
             "id": sid,
             "created_at": created.isoformat(timespec="microseconds").replace("+00:00", "Z"),
             "label": label,
+            "origin": origin,
             "revision": info.revision,
             "counts": info.counts,
             "source": str(db_path),
@@ -638,14 +672,30 @@ def _take(db_path: Path, folder: Path, driver: Driver, label: str | None) -> Sna
     return snap
 
 
-def _prune(folder: Path, keep: int, protect: set[str]) -> list[str]:
-    """Delete the oldest complete snapshots beyond ``keep``; returns their ids.
+def _prune(
+    folder: Path,
+    keep: int,
+    protect: set[str],
+    origin: Origin = "operator",
+    max_bytes: int | None = None,
+) -> list[str]:
+    """Delete the oldest complete snapshots of ``origin`` beyond ``keep`` (and, with
+    ``max_bytes``, beyond that total size, the newest always kept); returns their ids.
 
-    Only snapshots with a readable manifest count and go: a half-made one (no manifest)
-    may still be being written, and a damaged one is for an operator to look at.
+    Each origin has its own retention: automatic snapshots never push out one an
+    operator made, nor the reverse. Only snapshots with a readable manifest count and
+    go: a half-made one (no manifest) may still be being written, and a damaged one is
+    for an operator to look at.
     """
     removed = []
-    for snap in [s for s in _list(folder) if s.ok][keep:]:
+    mine = [s for s in _list(folder) if s.ok and s.origin == origin]
+    total = 0
+    doomed: list[Snapshot] = []
+    for i, snap in enumerate(mine):
+        total += snap.size or 0
+        if i >= keep or (max_bytes is not None and i > 0 and total > max_bytes):
+            doomed.append(snap)
+    for snap in doomed:
         if snap.id in protect:
             continue
         # Manifest first: from that moment the snapshot is no longer listed, so a crash
@@ -653,7 +703,7 @@ def _prune(folder: Path, keep: int, protect: set[str]) -> list[str]:
         snap.manifest_path.unlink(missing_ok=True)
         snap.path.unlink(missing_ok=True)
         removed.append(snap.id)
-        log.info("removed old snapshot %s (keeping %d)", snap.id, keep)
+        log.info("removed old %s snapshot %s (keeping %d)", origin, snap.id, keep)
     if removed:
         _fsync_dir(folder)
     return removed
@@ -669,6 +719,7 @@ def create_snapshot(
     *,
     label: str | None = None,
     keep: int = DEFAULT_KEEP,
+    origin: Origin = "operator",
 ) -> Snapshot:
     """Take a verified snapshot of ``<home>/state.db`` into ``<home>/state-snapshots/``.
 
@@ -677,7 +728,8 @@ def create_snapshot(
     margin, :class:`SnapshotVerifyError` when the copy fails ``integrity_check`` (the
     store itself is damaged: nothing is kept) and :class:`SnapshotBusyError` when another
     create or restore holds the folder for longer than a few seconds. Afterwards only the
-    newest ``keep`` complete snapshots remain.
+    newest ``keep`` complete snapshots *of the same origin* remain (automatic ones are
+    also held to :data:`AUTO_MAX_BYTES`); the other origin's are never touched.
     """
     _check_keep(keep)
     clean_label = _normal_label(label)
@@ -692,13 +744,19 @@ def create_snapshot(
     with _folder_lock(folder):
         _clean_partials(folder)
         _require_space([(folder, _with_margin(_store_bytes(db_path)), "the snapshot")])
-        snap = _take(db_path, folder, driver, clean_label)
-        _prune(folder, keep, protect={snap.id})
+        snap = _take(db_path, folder, driver, clean_label, origin)
+        _prune(
+            folder,
+            keep,
+            protect={snap.id},
+            origin=origin,
+            max_bytes=AUTO_MAX_BYTES if origin == "automatic" else None,
+        )
     return snap
 
 
 def snapshot_before(
-    home: str | os.PathLike[str] | None, reason: str, *, keep: int = DEFAULT_KEEP
+    home: str | os.PathLike[str] | None, reason: str, *, keep: int = AUTO_KEEP
 ) -> Snapshot | None:
     """Take a safety snapshot before a risky operation; ``reason`` becomes its label.
 
@@ -731,7 +789,7 @@ def snapshot_before(
         tables = -1  # unreadable: let create_snapshot report why
     if tables == 0:
         return None
-    return create_snapshot(home, label=reason, keep=keep)
+    return create_snapshot(home, label=reason, keep=keep, origin="automatic")
 
 
 def list_snapshots(home: str | os.PathLike[str] | None = None) -> list[Snapshot]:

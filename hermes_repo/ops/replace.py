@@ -1,0 +1,279 @@
+"""``replace_store(home, new_db)``: install a recovered (or restored) file as the store.
+
+What ``hermes-repo db replace NEW.db`` runs. Putting a new ``state.db`` in place of a
+damaged one by hand goes wrong in a way that is easy to miss: the damaged file's ``-wal``
+is kept on purpose after a quarantine, and SQLite replays a ``-wal`` into whatever file
+sits at its name, so the new file is damaged on its first open and the original is
+already gone. This module does it in an order that never loses either file:
+
+1. **Check the new file** without touching it: a regular file, not the store itself
+   nor one of its companions, starting with the SQLite header.
+2. **Stage a copy beside the store** (``.state.db.replace-<pid>.tmp``, 0600) through
+   SQLite's backup API from a read-only connection: the copy carries whatever the new
+   file's own ``-wal`` holds, lands on the store's file system (so the final rename is
+   atomic), and leaves the operator's file as it was. The copy is verified before
+   anything of the store moves: ``integrity_check`` and schema revision at head.
+3. **Take the store alone** (the holder lock, exclusive, without waiting) and refuse,
+   naming the pids, while any process has it open, library or not (a POSIX lock on
+   ``state.db`` or its ``-shm`` is an SQLite connection).
+4. **Move the old set aside together**: ``state.db`` and its ``-wal``/``-shm``/
+   ``-journal`` become ``state.db.replaced-<UTC time>`` plus the same suffixes (0600), a
+   set SQLite and ``sessions recover --source`` still read as one database. Then the
+   staged copy is renamed to ``state.db``; no stale ``-wal``/``-shm`` can meet it.
+5. **Verify** that the installed store opens (:meth:`StateStore.open`) at head.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.exc import DBAPIError
+
+from ..engine import DriverName, db_path_for_home, select_driver
+from ..errors import HermesRepoError, describe
+from ..holders import HolderLock, StoreHeldError
+from ..store import StateStore
+from . import migrate
+from .backup import backup_to, read_only_engine
+
+__all__ = ["REPLACE_COMMAND", "SIDE_SUFFIXES", "ReplaceError", "ReplaceResult", "replace_store"]
+
+REPLACE_COMMAND = "hermes-repo db replace"
+"""The command every message that tells an operator to install a new file names."""
+
+SIDE_SUFFIXES = ("-wal", "-shm", "-journal")
+"""The files SQLite keeps beside a database; they belong to it and move with it."""
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_STAGE_PREFIX = ".state.db.replace-"
+
+
+class ReplaceError(HermesRepoError):
+    """The new file was not installed; the message says why and what to do."""
+
+
+@dataclass
+class ReplaceResult:
+    """What ``replace_store`` did: where the old set went and what was verified."""
+
+    path: str
+    new: str
+    aside: list[str] = field(default_factory=list)
+    """The old ``state.db`` and its companions, moved aside (empty: there was no store)."""
+    integrity: str = ""
+    revision: str | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready view."""
+        return asdict(self)
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _check_new(db_path: Path, new: Path) -> None:
+    if not new.exists():
+        raise ReplaceError(f"{new} does not exist; pass the path of the recovered state.db")
+    if not stat.S_ISREG(new.stat().st_mode):
+        raise ReplaceError(f"{new} is not a regular file; pass the path of the recovered state.db")
+    own = [db_path, *(db_path.with_name(db_path.name + s) for s in SIDE_SUFFIXES)]
+    for path in own:
+        with contextlib.suppress(OSError):
+            if path.exists() and os.path.samefile(path, new):
+                raise ReplaceError(
+                    f"{new} is the store's own file {path.name}; pass the recovered file "
+                    "(e.g. the --output of `sessions recover`)"
+                )
+    with open(new, "rb") as f:
+        head = f.read(100)
+    if not head.startswith(_SQLITE_MAGIC) or len(head) < 100:
+        raise ReplaceError(
+            f"{new} is not an SQLite database (its header is missing or damaged); "
+            "pass the file `sessions recover --output` wrote"
+        )
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_stale_stages(folder: Path) -> None:
+    """Staged copies left by a replace that was killed (its pid is gone)."""
+    for path in folder.glob(_STAGE_PREFIX + "*.tmp*"):
+        pid_text = path.name[len(_STAGE_PREFIX) :].split(".", 1)[0]
+        if pid_text.isdigit() and int(pid_text) != os.getpid() and not _pid_alive(int(pid_text)):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
+
+def sqlite_lock_pids(db_path: Path) -> tuple[int, ...]:
+    """Pids of other processes holding a POSIX (SQLite) lock on the store or its ``-shm``.
+
+    The holders file sees only this library; an ``sqlite3`` shell or another program
+    with the file open shows here instead (Linux only; elsewhere the answer is empty).
+    In WAL mode every connection keeps a read lock on the ``-shm`` while it is open.
+    """
+    keys: set[tuple[int, int, int]] = set()
+    for path in (db_path, db_path.with_name(db_path.name + "-shm")):
+        with contextlib.suppress(OSError):
+            st = os.stat(path)
+            keys.add((os.major(st.st_dev), os.minor(st.st_dev), st.st_ino))
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return ()
+    pids: set[int] = set()
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 6 or fields[1] not in ("POSIX", "OFDLCK") or "->" in fields:
+            continue
+        try:
+            major, minor, inode = fields[5].split(":")
+            key = (int(major, 16), int(minor, 16), int(inode))
+            pid = int(fields[4])
+        except ValueError:
+            continue
+        if key in keys and pid not in (0, -1, os.getpid()):
+            pids.add(pid)
+    return tuple(sorted(pids))
+
+
+def _stage(new: Path, stage: Path, driver_name: DriverName | None) -> tuple[str, str | None]:
+    """Copy ``new`` to ``stage`` with the backup API and verify the copy."""
+    drv = select_driver(driver_name)
+    source = read_only_engine(new, drv)
+    try:
+        backup_to(source, stage)
+    except DBAPIError as exc:
+        raise ReplaceError(
+            f"{new} could not be read ({describe(exc)}); check the file, or recover the store "
+            "again with `sessions recover --output`"
+        ) from exc
+    finally:
+        source.dispose()
+    check = read_only_engine(stage, drv)
+    try:
+        with check.connect() as conn:
+            rows = [str(r[0]) for r in conn.exec_driver_sql("PRAGMA integrity_check").all()]
+            status = migrate.schema_status(conn)
+    except DBAPIError as exc:
+        raise ReplaceError(
+            f"{new} fails to open as a store ({describe(exc)}); nothing was replaced. "
+            "Recover the store again with `sessions recover --output`"
+        ) from exc
+    finally:
+        check.dispose()
+    integrity = "ok" if rows == ["ok"] else "; ".join(rows[:5])
+    if integrity != "ok":
+        raise ReplaceError(
+            f"{new} fails integrity_check ({integrity}); nothing was replaced. "
+            "Recover the store again with `sessions recover --output`"
+        )
+    if status.status != "at-head":
+        fix = {
+            "behind": f"bring it to head first with `hermes-repo --home {new.parent} db upgrade`",
+            "ahead": "upgrade the hermes_repo package first",
+        }.get(status.status, "pass a hermes_repo store (e.g. the --output of `sessions recover`)")
+        raise ReplaceError(
+            f"{new} is not a store at schema head {status.head} (status {status.status}, "
+            f"revision {status.revision or '-'}); nothing was replaced: {fix}"
+        )
+    return integrity, status.revision
+
+
+def _aside_base(db_path: Path) -> Path:
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    for n in range(1000):
+        suffix = "" if n == 0 else f"-{n:02d}"
+        base = db_path.with_name(f"{db_path.name}.replaced-{stamp}{suffix}")
+        if not any(Path(f"{base}{s}").exists() for s in ("", *SIDE_SUFFIXES)):
+            return base
+    raise ReplaceError(f"too many replaced sets named {db_path.name}.replaced-{stamp}; tidy them")
+
+
+def _refuse_if_held(db_path: Path) -> None:
+    pids = sqlite_lock_pids(db_path)
+    if pids:
+        raise ReplaceError(
+            f"{StoreHeldError.naming(pids)}: nothing was replaced (an SQLite connection "
+            "holds the file)"
+        )
+
+
+def replace_store(
+    home: str | os.PathLike[str] | None,
+    new_db: str | os.PathLike[str],
+    *,
+    driver: DriverName | None = None,
+) -> ReplaceResult:
+    """Install ``new_db`` as the store in ``home``; the old set is kept aside (see module).
+
+    Raises :class:`ReplaceError` (nothing moved) when the new file is not a sound store
+    at head, or while any process holds the store.
+    """
+    db_path = db_path_for_home(home)
+    new = Path(new_db).expanduser().absolute()
+    _check_new(db_path, new)
+    folder = db_path.parent
+    if not folder.is_dir():
+        raise ReplaceError(f"{folder} is not a folder; check --home / HERMES_HOME")
+    _remove_stale_stages(folder)
+    stage = folder / f"{_STAGE_PREFIX}{os.getpid()}.tmp"
+    result = ReplaceResult(path=str(db_path), new=str(new))
+    try:
+        result.integrity, result.revision = _stage(new, stage, driver)
+        with open(stage, "rb") as f:
+            os.fsync(f.fileno())
+        holder = HolderLock(db_path)
+        try:
+            with holder.exclusive():
+                _refuse_if_held(db_path)
+                base = _aside_base(db_path)
+                for suffix in ("", *SIDE_SUFFIXES):
+                    old = Path(f"{db_path}{suffix}")
+                    if old.exists() or old.is_symlink():
+                        dest = Path(f"{base}{suffix}")
+                        os.rename(old, dest)
+                        with contextlib.suppress(OSError):
+                            os.chmod(dest, 0o600, follow_symlinks=False)
+                        result.aside.append(str(dest))
+                os.rename(stage, db_path)
+                _fsync_dir(folder)
+        except StoreHeldError as exc:
+            raise ReplaceError(f"{exc}: nothing was replaced") from exc
+        finally:
+            holder.release()
+    finally:
+        for suffix in ("", *SIDE_SUFFIXES):
+            with contextlib.suppress(FileNotFoundError):
+                Path(f"{stage}{suffix}").unlink()
+    try:
+        with StateStore.open(folder, recover=False) as store:
+            health = store.health()
+    except HermesRepoError as exc:
+        kept = ", ".join(result.aside) or "nothing (there was no store)"
+        raise ReplaceError(
+            f"the new {db_path} was installed but does not open ({exc}); the old set is "
+            f"kept as {kept}: stop the store and move it back if needed"
+        ) from exc
+    result.counts = dict(health.counts)
+    return result

@@ -1,0 +1,223 @@
+"""A ``-wal`` whose header is damaged is saved before SQLite discards it.
+
+SQLite trusts the 32-byte WAL header: when its magic number, version or checksum is
+wrong, the next connection treats the log as empty, resets it, and the last close
+deletes it, committed frames and all, without a word. The frames themselves usually
+survive such damage (a zeroed first block, a torn header write), and every committed
+message in them is lost with the file.
+
+:func:`preserve_damaged_wal` runs before any open of a store (``StateStore.open``,
+``doctor``, ``sessions repair``, ``snapshot create``): a ``-wal`` large enough to hold a
+frame whose header is invalid is copied aside, together with the database file, as one
+set: ``state.db.damaged-wal-<UTC time>`` and ``state.db.damaged-wal-<UTC time>-wal``
+(0600). ``sessions recover --source`` reads that set like any damaged store (its page
+scanner reads frames whose header is lost, with the page size of the database). The
+event is logged at CRITICAL with that command, listed in ``health().notes`` and found
+by the doctor. A set already saved for the same bytes is not copied again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import shlex
+import shutil
+import struct
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import HermesRepoError
+
+__all__ = [
+    "SAVED_MARK",
+    "WAL_MAGICS",
+    "WAL_VERSION",
+    "DamagedWal",
+    "WalSaveError",
+    "notes",
+    "preserve_damaged_wal",
+    "saved_sets",
+    "wal_header_problem",
+]
+
+log = logging.getLogger("hermes_repo.walcheck")
+
+WAL_MAGICS = (0x377F0682, 0x377F0683)  # low bit set: checksums use big-endian words
+WAL_VERSION = 3007000
+SAVED_MARK = ".damaged-wal-"
+"""Part of a saved set's name: ``state.db.damaged-wal-<UTC time>[-wal]``."""
+_HEADER = 32
+_FRAME_HEADER = 24
+_MIN_PAGE = 512
+
+# Saved sets of this process, by store: health() reports them.
+_saved: dict[Path, list[DamagedWal]] = {}
+
+
+@dataclass(frozen=True)
+class DamagedWal:
+    """A ``-wal`` with an invalid header, and where its set was saved."""
+
+    wal: Path
+    reason: str
+    size: int
+    saved_db: Path | None
+    """The saved copy of the database (None: no room for it; only the -wal was saved)."""
+    saved_wal: Path
+
+    def recover_command(self) -> str:
+        """The salvage command that reads the saved set."""
+        source = self.saved_db if self.saved_db is not None else self.wal.with_name("state.db")
+        out = shlex.quote(str(self.wal.parent / "recovered" / "state.db"))
+        return (
+            f"hermes-repo sessions recover --source {shlex.quote(str(source))} --inspect-only"
+            f", then `hermes-repo sessions recover --source {shlex.quote(str(source))} "
+            f"--output {out}`"
+        )
+
+    def message(self) -> str:
+        """One line for logs and health notes: the cause and the next step."""
+        return (
+            f"{self.wal} ({self.size} bytes) has a damaged header ({self.reason}): SQLite "
+            f"would discard its committed frames on the next open. It was saved as "
+            f"{self.saved_wal}"
+            + (f" with the database as {self.saved_db}" if self.saved_db is not None else "")
+            + f"; salvage its rows with `{self.recover_command()}`"
+        )
+
+
+def _checksum(data: bytes, big_endian: bool) -> tuple[int, int]:
+    words = struct.unpack(f"{'>' if big_endian else '<'}{len(data) // 4}I", data)
+    s0 = s1 = 0
+    for i in range(0, len(words), 2):
+        s0 = (s0 + words[i] + s1) & 0xFFFFFFFF
+        s1 = (s1 + words[i + 1] + s0) & 0xFFFFFFFF
+    return s0, s1
+
+
+def wal_header_problem(wal: Path) -> str | None:
+    """Why the header of ``wal`` is invalid, or None (valid, absent, or too small to
+    hold a frame: then nothing can be lost)."""
+    try:
+        with open(wal, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size < _HEADER + _FRAME_HEADER + _MIN_PAGE:
+                return None
+            head = f.read(_HEADER)
+    except FileNotFoundError:
+        return None
+    magic, version, page_size, _ckpt, _s1, _s2, c0, c1 = struct.unpack(">8I", head)
+    if magic not in WAL_MAGICS:
+        return f"bad magic number 0x{magic:08x}"
+    if version != WAL_VERSION:
+        return f"bad version {version}"
+    if not (_MIN_PAGE <= page_size <= 65536 and page_size & (page_size - 1) == 0):
+        return f"bad page size {page_size}"
+    if _checksum(head[:24], bool(magic & 1)) != (c0, c1):
+        return "bad header checksum"
+    return None
+
+
+def _digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def saved_sets(db_path: Path) -> list[Path]:
+    """The saved ``-wal`` copies beside ``db_path``, oldest first."""
+    return sorted(db_path.parent.glob(f"{db_path.name}{SAVED_MARK}*-wal"))
+
+
+def _copy(src: Path, dest: Path) -> None:
+    fd = os.open(dest, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600)
+    try:
+        with open(src, "rb") as fin, open(fd, "wb", closefd=False) as fout:
+            shutil.copyfileobj(fin, fout, 1 << 20)
+            fout.flush()
+            os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        dest.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+
+
+class WalSaveError(HermesRepoError):
+    """A ``-wal`` with a damaged header could not be saved; the store was not opened."""
+
+
+def preserve_damaged_wal(db_path: Path) -> DamagedWal | None:
+    """Save a ``-wal`` with an invalid header (and the database) before any open.
+
+    Returns what was found (also when the same bytes were saved before), or None when
+    the ``-wal`` is absent, valid, or holds no frame. Logs at CRITICAL. The database
+    copy is skipped when there is no room for it; when even the ``-wal`` cannot be
+    saved, :class:`WalSaveError` stops the open (it would let SQLite discard the log).
+    """
+    wal = db_path.with_name(db_path.name + "-wal")
+    try:
+        reason = wal_header_problem(wal)
+    except OSError as exc:
+        raise WalSaveError(
+            f"{wal} cannot be read ({exc}); fix its permissions and retry (the store is "
+            "not opened: SQLite might discard a -wal it cannot read correctly)"
+        ) from exc
+    if reason is None:
+        return None
+    try:
+        return _preserve(db_path, wal, reason)
+    except OSError as exc:
+        raise WalSaveError(
+            f"{wal} has a damaged header ({reason}) and could not be saved ({exc}); the "
+            "store was not opened, so SQLite cannot discard its committed frames. Free "
+            "space beside the store (or fix permissions) and retry, or salvage it now with "
+            f"`hermes-repo sessions recover --source {shlex.quote(str(db_path))} "
+            "--inspect-only`"
+        ) from exc
+
+
+def _preserve(db_path: Path, wal: Path, reason: str) -> DamagedWal:
+    size = wal.stat().st_size
+    digest = _digest(wal)
+    for saved in saved_sets(db_path):
+        with contextlib.suppress(OSError):
+            if saved.stat().st_size == size and _digest(saved) == digest:
+                base = saved.with_name(saved.name[: -len("-wal")])
+                found = DamagedWal(wal, reason, size, base if base.exists() else None, saved)
+                return _report(db_path, found)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    base = db_path.with_name(f"{db_path.name}{SAVED_MARK}{stamp}")
+    n = 0
+    while base.exists() or Path(f"{base}-wal").exists():
+        n += 1
+        base = db_path.with_name(f"{db_path.name}{SAVED_MARK}{stamp}-{n:02d}")
+    saved_wal = Path(f"{base}-wal")
+    _copy(wal, saved_wal)
+    saved_db: Path | None = base
+    try:
+        if shutil.disk_usage(db_path.parent).free < db_path.stat().st_size * 1.1 + (16 << 20):
+            raise OSError("not enough free space for a copy of the database")
+        _copy(db_path, base)
+    except OSError as exc:
+        log.error("the database beside the damaged -wal was not copied: %s", exc)
+        saved_db = None
+    return _report(db_path, DamagedWal(wal, reason, size, saved_db, saved_wal))
+
+
+def _report(db_path: Path, found: DamagedWal) -> DamagedWal:
+    known = _saved.setdefault(db_path.absolute(), [])
+    if found not in known:
+        known.append(found)
+    log.critical("%s", found.message())
+    return found
+
+
+def notes(db_path: Path) -> list[str]:
+    """Health notes: the damaged ``-wal`` files this process saved for ``db_path``."""
+    return [d.message() for d in _saved.get(db_path.absolute(), [])]
