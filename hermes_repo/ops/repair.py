@@ -95,7 +95,14 @@ BACKUP_LABEL = "pre-repair"
 _STRUCTURAL = frozenset({"file-not-a-database", "file-damaged", "quarantined"})
 # Doctor findings about the derived index: the guarded rebuild fixes them.
 _INDEX = frozenset(
-    {"fts-stale", "fts-triggers-missing", "fts-damaged", "fts-behind", "fts-unreadable"}
+    {
+        "fts-stale",
+        "fts-triggers-missing",
+        "fts-damaged",
+        "fts-behind",
+        "fts-unreadable",
+        "fts-partial",
+    }
 )
 # Doctor findings that stop the repair before it starts (the fix is another command).
 _REFUSED = frozenset(
@@ -236,7 +243,10 @@ def _salvage_steps(db_path: Path) -> list[str]:
 
 
 def repair_store(
-    home: str | os.PathLike[str] | None = None, *, check_only: bool = False
+    home: str | os.PathLike[str] | None = None,
+    *,
+    check_only: bool = False,
+    rebuild_search: bool = False,
 ) -> RepairReport:
     """Check, or repair, the store in ``home`` (default ``$HERMES_HOME``, else ``~/.hermes``).
 
@@ -245,6 +255,9 @@ def repair_store(
     no store, or its schema is not one the repair works on; in both cases nothing was
     written. Every other outcome is a :class:`RepairReport`: ``ok`` False (with
     ``next_steps``) when the repair could not fix the store or its verification failed.
+
+    ``rebuild_search`` rebuilds the full-text indexes (guarded, verified) even when no
+    check finds them damaged: for damage no check sees.
     """
     db_path = db_path_for_home(home)
     if check_only:
@@ -269,7 +282,7 @@ def repair_store(
                 f"every process using the store (e.g. the gateway), then run `{again}`",
                 exc.pids,
             ) from exc
-        return _repair_alone(db_path, holder)
+        return _repair_alone(db_path, holder, rebuild_search=rebuild_search)
 
 
 # -- check only ---------------------------------------------------------------------------
@@ -383,7 +396,7 @@ def _refusal(doctor: DoctorReport) -> Finding | None:
     return next((f for f in doctor.findings if f.code in _REFUSED), None)
 
 
-def _repair_alone(db_path: Path, holder: HolderLock) -> RepairReport:
+def _repair_alone(db_path: Path, holder: HolderLock, *, rebuild_search: bool) -> RepairReport:
     """The repair proper; the caller holds the store exclusively."""
     doctor = diagnose(db_path.parent)
     damage = _damage(doctor)
@@ -445,7 +458,7 @@ def _repair_alone(db_path: Path, holder: HolderLock) -> RepairReport:
     # transcript repair; it shares our exclusive holder lock and releases nothing.
     store = StateStore(db_path.parent, engine, driver, holder, guard)
     try:
-        return _repair_open(report, store, engine, holder)
+        return _repair_open(report, store, engine, holder, rebuild_search=rebuild_search)
     except (HermesRepoError, DBAPIError) as exc:
         return _fail(report, describe(exc) if isinstance(exc, DBAPIError) else str(exc))
     finally:
@@ -484,10 +497,17 @@ def _index_needs_rebuild(report: RepairReport, engine: Engine) -> str | None:
 
 
 def _repair_open(
-    report: RepairReport, store: StateStore, engine: Engine, holder: HolderLock
+    report: RepairReport,
+    store: StateStore,
+    engine: Engine,
+    holder: HolderLock,
+    *,
+    rebuild_search: bool = False,
 ) -> RepairReport:
     db_path = Path(report.path)
     why = _index_needs_rebuild(report, engine)
+    if why is None and rebuild_search:
+        why = "a rebuild of the search index was asked for (--rebuild-search)"
     if why is not None:
         report.damage = "index"
         outcome = guarded_rebuild(
@@ -527,6 +547,14 @@ def _verify(engine: Engine, before: dict[str, int]) -> tuple[list[VerifyItem], d
                     failing.get(ix.name, "ok"),
                 )
             )
+        partial = fts.coverage_check(conn)
+        items.append(
+            VerifyItem(
+                "search coverage",
+                not partial,
+                "; ".join(map(str, partial)) or "every probed message found, nothing missing",
+            )
+        )
         marker = fts.stale_marker(conn)
         items.append(
             VerifyItem(
