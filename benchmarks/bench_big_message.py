@@ -183,15 +183,18 @@ def corpus_costs(ws: Any, n: int, runs: int) -> list[dict[str, Any]]:
     tool_rows = sum(1 for m in msgs if m["role"] == "tool")
     cjk_tool = sum(1 for m in msgs if m["role"] == "tool" and fts.has_cjk(m["content"]))
     text_chars = sum(len(m["content"]) for m in msgs)
-    out = []
-    for label, revision, variant in (
+    designs = (
         ("0001: tool rows never in trigram", "0001_initial", False),
         ("head: tool rows with CJK in trigram", "head", False),
         ("every tool row in trigram", "head", True),
-    ):
-        walls: list[float] = []
-        sizes: dict[str, int] = {}
-        for r in range(runs):
+    )
+    walls: dict[str, list[float]] = {label: [] for label, _, _ in designs}
+    sizes: dict[str, dict[str, int]] = {}
+    docs: dict[str, int] = {}
+    # Designs interleaved within each run: the machine is shared, so a slow spell must
+    # not fall on one design only.
+    for r in range(runs):
+        for label, revision, variant in designs:
             path = ws.root / f"corpus-{revision}-{variant}-{r}" / "state.db"
             _store_at(path, revision)
             con = raw_connect(path)
@@ -206,15 +209,17 @@ def corpus_costs(ws: Any, n: int, runs: int) -> list[dict[str, Any]]:
                     con.execute("BEGIN IMMEDIATE")
                     con.executemany(RAW_INSERT, rows[start : start + 500])
                     con.execute("COMMIT")
-                walls.append(time.perf_counter() - t0)
-                sizes = {ix.name: _index_bytes(con, ix.name) for ix in fts.INDEXES}
-                trigram_docs = con.execute(
-                    "SELECT count(*) FROM messages_fts_trigram_docsize"
-                ).fetchone()[0]
+                walls[label].append(time.perf_counter() - t0)
+                sizes[label] = {ix.name: _index_bytes(con, ix.name) for ix in fts.INDEXES}
+                docs[label] = int(
+                    con.execute("SELECT count(*) FROM messages_fts_trigram_docsize").fetchone()[0]
+                )
             finally:
                 con.close()
-            path.parent.joinpath("state.db").unlink()
-        wall = statistics.median(walls)
+            path.unlink()
+    out = []
+    for label, _, _ in designs:
+        wall = statistics.median(walls[label])
         line = {
             "design": label,
             "messages": n,
@@ -222,13 +227,16 @@ def corpus_costs(ws: Any, n: int, runs: int) -> list[dict[str, Any]]:
             "tool_rows_with_cjk": cjk_tool,
             "text_chars": text_chars,
             "fill_msg_per_s": n / wall,
-            "trigram_documents": int(trigram_docs),
-            "index_bytes": sizes,
+            "fill_msg_per_s_runs": [n / w for w in walls[label]],
+            "trigram_documents": docs[label],
+            "index_bytes": sizes[label],
         }
         out.append(line)
         print(
-            f"{label}: {n / wall:,.0f} msg/s, trigram {sizes['messages_fts_trigram']:,} B "
-            f"({trigram_docs} docs), words {sizes['messages_fts']:,} B",
+            f"{label}: {n / wall:,.0f} msg/s (runs {[f'{n / w:,.0f}' for w in walls[label]]}), "
+            f"trigram {sizes[label]['messages_fts_trigram']:,} B ({docs[label]} docs), "
+            f"words {sizes[label]['messages_fts']:,} B; {tool_rows} tool rows, {cjk_tool} "
+            f"with CJK, {text_chars:,} characters",
             flush=True,
         )
     return out
