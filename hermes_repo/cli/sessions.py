@@ -292,8 +292,9 @@ def repair_command(state: CliState, check_only: bool, rebuild_search: bool, as_j
     integrity_check, a snapshot, then rebuilds a detached or damaged search index,
     repairs the transcripts that break role alternation or tool pairing (merged turns
     keep the first row's id, removed rows are archived, never deleted), and verifies:
-    integrity_check, the indexes' integrity-check, no fts_stale row, the six triggers,
-    and canonical row counts not lower than before. A file whose canonical tables are
+    integrity_check, the indexes' integrity-check, every probed message found by the
+    index, no fts_stale row, the six triggers, and canonical row counts not lower than
+    before. A file whose canonical tables are
     damaged is not repaired in place: both it and the backup are kept and the command
     exits 1 naming `sessions recover`. Any failure keeps both and exits 1.
 

@@ -23,17 +23,20 @@ and in this order:
    b-tree can turn a readable file into an unopenable one. The live file and the backup
    are left as they are and the report names the next commands, ``sessions recover
    --inspect-only`` and then ``--output NEW.db`` (or a snapshot restore).
-5. **Index damage** (a stale marker, missing triggers, an index that fails its checks)
-   is rebuilt by :func:`~hermes_repo.ops.fts_rebuild.guarded_rebuild` with
-   ``automatic=False`` (the operator asked: the attempt ledger does not stop it) and
-   ``force=True`` (triggers can be missing, or an index damaged, without a marker).
+5. **Index damage** (a stale marker, missing triggers, an index that fails its checks
+   or misses messages it should find, see :func:`~hermes_repo.fts.coverage_check`;
+   with ``rebuild_search``, always) is rebuilt by
+   :func:`~hermes_repo.ops.fts_rebuild.guarded_rebuild` with ``automatic=False``
+   (the operator asked: the attempt ledger does not stop it) and ``force=True``
+   (triggers can be missing, or an index damaged, without a marker).
 6. **Transcripts** that break role alternation or tool pairing are repaired
    (:func:`~hermes_repo.ops.transcript_check.repair_transcripts`: archived, never
    deleted).
 7. **Verify**, as the seed does by hand: ``PRAGMA integrity_check`` is ok, FTS5's
    ``'integrity-check'`` (with rank 1, which compares each index with its rows) passes
-   for both indexes, no ``fts_stale`` row, the six sync triggers present, and the
-   canonical counts not lower than in step 3 (invariant 3: lower would be a bug).
+   for both indexes, each index finds the messages it covers (the coverage check), no
+   ``fts_stale`` row, the six sync triggers present, and the canonical counts not lower
+   than in step 3 (invariant 3: lower would be a bug).
 
 On any failure the live file and the backup are both kept and the report says which
 command comes next. ``check_only=True`` runs the same diagnosis and writes nothing (no
