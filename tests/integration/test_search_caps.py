@@ -153,3 +153,41 @@ def test_a_row_found_within_the_cap_is_not_returned_twice(store: StateStore) -> 
     content = "zebracorn " + "filler " * (fts.WORD_CAP // 7 + 1) + "zebracorn"
     long_id = store.append_message(sid, _message("user", content))
     assert [h.message_id for h in store.search("zebracorn")] == [long_id]
+
+
+def _varint(blob: bytes) -> int:
+    """The first value of an FTS5 docsize record (SQLite varint: high bits first)."""
+    value = 0
+    for byte in blob[:8]:
+        value = (value << 7) | (byte & 0x7F)
+        if not byte & 0x80:
+            break
+    return value
+
+
+def test_an_index_takes_at_most_its_cap_from_one_row(store: StateStore) -> None:
+    # What bounds the time a huge append holds the write lock: the tokens indexed.
+    sid = _session(store)
+    chars = 2 * fts.WORD_CAP
+    row = store.append_message(sid, _message("assistant", ("ab " * chars)[:chars]))
+    with store.engine.connect() as conn:
+        sizes = {
+            ix.name: _varint(
+                conn.execute(
+                    text(f"SELECT sz FROM {ix.name}_docsize WHERE id = :i"), {"i": row}
+                ).scalar_one()
+            )
+            for ix in fts.INDEXES
+        }
+    # unicode61: one token per "ab "; trigram: one token per character but the last two.
+    assert sizes["messages_fts"] == fts.WORD_CAP // 3 + (fts.WORD_CAP % 3 > 0)
+    assert sizes["messages_fts_trigram"] == fts.TRIGRAM_CAP - 2
+
+
+def test_text_beyond_the_cap_is_matched_literally_never_as_a_pattern(store: StateStore) -> None:
+    sid = _session(store)
+    filler = "lorem ipsum " * (fts.TRIGRAM_CAP // 12 + 1)
+    store.append_message(sid, _message("user", filler + "load 100x done"))
+    literal = store.append_message(sid, _message("user", filler + "load 100% done"))
+    assert [h.message_id for h in store.search("100%")] == [literal]
+    assert [h.message_id for h in store.search("d 1_0")] == []
