@@ -5,13 +5,22 @@ Two external-content FTS5 indexes sit over ``messages``:
 * ``messages_fts`` (unicode61, diacritics removed): word search with bm25, over every
   row's text and tool name.
 * ``messages_fts_trigram`` (trigram): substring and CJK search. It covers the text of
-  system, user and assistant rows only. Tool output is the bulk of an agent's transcript
-  and a trigram index costs ~2.4x the text it covers, so tool rows are left to the word
-  index (and to the LIKE path for 1-2 character queries).
+  system, user and assistant rows, and of tool rows that hold CJK text. Tool output is
+  the bulk of an agent's transcript and a trigram index costs ~2.4x the text it covers,
+  so tool rows without CJK are left to the word index (which finds their words); a tool
+  row with CJK needs the trigram index, because unicode61 makes one token of a whole CJK
+  run and no word query finds a part of it.
+
+Each index takes at most a fixed number of characters from one row (:data:`WORD_CAP`,
+:data:`TRIGRAM_CAP`): indexing is linear at best (trigram on varied text is superlinear)
+and runs inside the writer's transaction, so an uncapped 50 MB message held the write
+lock for over a minute. Text beyond a cap stays findable: a partial b-tree index lists
+the rows longer than each cap, and search scans just those rows with LIKE.
 
 Each index reads its rows through a view (``*_src``) that projects a message to the
 indexed text: its text content, or for multimodal content the joined ``text`` parts
-(stored in ``content_text`` when the row is written). The triggers write the
+(stored in ``content_text`` when the row is written), cut at the index's cap. The
+triggers write the
 same projection from ``new.*`` / ``old.*``; all three are rendered from one template
 below, so ``'rebuild'``, ``'delete'`` and the triggers can never see different text
 (which would make the index drift and its integrity check fail).
@@ -22,7 +31,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,16 +40,28 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
 __all__ = [
+    "CJK_RANGES",
     "INDEXES",
+    "LONG_ROW_INDEXES",
+    "PROBE_ROWS",
     "STALE_KEY",
     "TRIGGER_NAMES",
+    "TRIGRAM_CAP",
+    "WORD_CAP",
+    "CoverageProblem",
     "FtsIndex",
+    "RowReader",
+    "coverage_check",
     "create_statements",
     "detach",
     "drop_statements",
+    "has_cjk",
     "index_named_in",
+    "indexed_projection",
     "integrity_errors",
+    "long_row_condition",
     "present_triggers",
+    "reader_for",
     "recreate",
     "reset_shadow_tables",
     "stale_marker",
@@ -50,8 +71,52 @@ __all__ = [
 
 
 def text_projection(t: str) -> str:
-    """The indexed text of a row ``t``: its text content, or its multimodal text parts."""
+    """The searchable text of a row ``t``: its text content, or its multimodal text parts."""
     return f"coalesce({t}.content, {t}.content_text)"
+
+
+def indexed_projection(t: str, cap: int) -> str:
+    """What an index with ``cap`` takes from row ``t``: the first ``cap`` characters."""
+    return f"substr({text_projection(t)}, 1, {int(cap)})"
+
+
+def long_row_condition(t: str, cap: int) -> str:
+    """True for a row of ``t`` whose text is longer than ``cap``: the rows a search must
+    also scan, as an index with that cap holds only their beginning.
+
+    The text is that of the partial index over those rows: a query must repeat it
+    verbatim for SQLite to use the index.
+    """
+    return f"length({text_projection(t)}) > {int(cap)}"
+
+
+# Measured on the benchmark corpus (benchmarks/bench_big_message.py, docs/performance.md):
+# unicode61 indexes 15-30 M characters/s whatever the text, trigram 0.3-0.6 M/s on varied
+# text (random CJK, base64) and ~10 M/s on prose. These caps bound the index work of one
+# row to well under a second on the worst text we tried.
+WORD_CAP = 1_048_576
+TRIGRAM_CAP = 131_072
+
+#: Code point ranges of the scripts unicode61 cannot split into words (ideographs,
+#: kana, hangul): the trigram index covers tool rows that hold any of them, and search
+#: routes a query holding any of them to the trigram index.
+CJK_RANGES: tuple[tuple[int, int], ...] = (
+    (0x3040, 0x30FF),  # hiragana, katakana
+    (0x3400, 0x4DBF),  # CJK extension A
+    (0x4E00, 0x9FFF),  # CJK unified ideographs
+    (0xAC00, 0xD7AF),  # hangul syllables
+    (0xF900, 0xFAFF),  # CJK compatibility ideographs
+    (0xFF66, 0xFF9F),  # half-width katakana
+    (0x20000, 0x2FA1F),  # CJK extensions B-F, compatibility supplement
+)
+_CJK_RE = re.compile("[" + "".join(f"{chr(a)}-{chr(b)}" for a, b in CJK_RANGES) + "]")
+# The same set as a GLOB pattern: SQLite compares GLOB ranges by code point.
+_CJK_GLOB = "*[" + "".join(f"{chr(a)}-{chr(b)}" for a, b in CJK_RANGES) + "]*"
+
+
+def has_cjk(value: str) -> bool:
+    """True when ``value`` holds a character of :data:`CJK_RANGES`."""
+    return _CJK_RE.search(value) is not None
 
 
 @dataclass(frozen=True)
@@ -66,6 +131,18 @@ class FtsIndex:
     # The message columns the projection and the filter read: only these fire the update
     # trigger, so archiving a row (active, archived_*) never touches the index.
     watched: tuple[str, ...]
+    # The most characters of one row's text the index takes (see WORD_CAP).
+    cap: int
+
+    @property
+    def long_rows_index(self) -> str:
+        """The partial b-tree index listing the rows longer than this index's cap."""
+        return f"ix_messages_over_{self.name.removeprefix('messages_')}_cap"
+
+    def long_rows_ddl(self) -> str:
+        """CREATE INDEX of :attr:`long_rows_index`."""
+        where = long_row_condition("messages", self.cap).replace("messages.", "")
+        return f"CREATE INDEX {self.long_rows_index} ON messages (id) WHERE {where}"
 
     @property
     def source_view(self) -> str:
@@ -80,7 +157,7 @@ class FtsIndex:
         return (f"{self.name}_insert", f"{self.name}_update", f"{self.name}_delete")
 
     def _values(self, t: str) -> list[str]:
-        exprs = {"content": text_projection(t), "tool_name": f"{t}.tool_name"}
+        exprs = {"content": indexed_projection(t, self.cap), "tool_name": f"{t}.tool_name"}
         return [exprs[c] for c in self.columns]
 
     def _where(self, t: str) -> str:
@@ -135,21 +212,32 @@ INDEXES: tuple[FtsIndex, ...] = (
         columns=("content", "tool_name"),
         row_filter=None,
         watched=("content", "content_text", "tool_name"),
+        cap=WORD_CAP,
     ),
     FtsIndex(
         name="messages_fts_trigram",
         tokenize="trigram",
         columns=("content",),
-        row_filter="{t}.role <> 'tool'",
+        # The GLOB reads the capped text: a tool row is in the index exactly when the
+        # part of it the index would hold has CJK.
+        row_filter=(
+            "({t}.role <> 'tool' OR "
+            + indexed_projection("{t}", TRIGRAM_CAP)
+            + f" GLOB '{_CJK_GLOB}')"
+        ),
         watched=("content", "content_text", "role"),
+        cap=TRIGRAM_CAP,
     ),
 )
+
+#: CREATE INDEX statements of the partial indexes over rows longer than a cap.
+LONG_ROW_INDEXES: tuple[str, ...] = tuple(ix.long_rows_ddl() for ix in INDEXES)
 
 TRIGGER_NAMES: tuple[str, ...] = tuple(n for ix in INDEXES for n in ix.trigger_names)
 
 # Names that belong to the derived indexes: kept out of MetaData and autogenerate.
 DERIVED_NAMES: frozenset[str] = frozenset(
-    n for ix in INDEXES for n in (ix.name, ix.source_view, *ix.shadow_tables)
+    n for ix in INDEXES for n in (ix.name, ix.source_view, ix.long_rows_index, *ix.shadow_tables)
 )
 
 
@@ -297,3 +385,190 @@ def recreate(conn: Connection, indexes: Iterable[FtsIndex] = INDEXES) -> None:
     for statement in trigger_statements(indexes):
         conn.execute(text(statement))
     conn.execute(text("DELETE FROM state_meta WHERE key = :k"), {"k": STALE_KEY})
+
+
+# -- coverage: does the index find what the table holds? ---------------------------------
+# FTS5's 'integrity-check' (even with rank 1) and PRAGMA integrity_check pass when rows
+# of an index's `_idx` table are gone: the b-tree that leads a term lookup to its leaf
+# page. Every query for a term on such a page then finds nothing, silently (a word in
+# 3,380 messages was found in 131). These checks only read; the doctor runs them on a
+# read-only connection.
+
+#: Rows probed per index by :func:`coverage_check` (spread evenly over the ids, plus the
+#: newest ones, which sit in the newest, smallest segments).
+PROBE_ROWS = 96
+_PROBE_NEWEST = 8
+_PROBE_TERMS_PER_ROW = 3
+_PROBE_TERM_CHARS = 48
+# FTS5 leaf page ids in the `_data` table: segid << 37 | height << 31 | pgno, height 0.
+_SEGID_SHIFT = 37
+_PGNO_MASK = (1 << 31) - 1
+_TOMBSTONE_SEGID = 1 << 16  # ids of tombstone pages (contentless_delete) start here
+
+RowReader = Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]
+"""Runs one read (qmark parameters) and returns its rows."""
+
+
+@dataclass(frozen=True)
+class CoverageProblem:
+    """A way an index fails to find what the canonical rows hold."""
+
+    index: str
+    kind: str  # "documents", "term-btree" or "probe"
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.index}: {self.detail}"
+
+
+def reader_for(conn: Connection) -> RowReader:
+    """A :data:`RowReader` over a SQLAlchemy connection (in its current transaction)."""
+
+    def rows(sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        return [tuple(r) for r in conn.exec_driver_sql(sql, params).fetchall()]
+
+    return rows
+
+
+def _probe_terms(ix: FtsIndex, value: str) -> list[str]:
+    """Phrases taken from a row's own indexed text that the index must find in it."""
+    if "\x00" in value:
+        value = value.split("\x00", 1)[0]
+    if ix.tokenize.startswith("trigram"):
+        # Any 3 characters of the text are one of its trigrams: one term lookup each
+        # (a longer phrase costs a position-list merge per extra trigram).
+        n = len(value)
+        if n < 3:
+            return []
+        starts = sorted({0, (n - 3) // 2, n - 3})
+        return [value[s : s + 3] for s in starts]
+    # unicode61: a whitespace-separated word is a run of whole tokens (whitespace always
+    # separates), so the phrase of its tokens appears in the row; it needs one letter
+    # or digit to hold a token at all.
+    words = [
+        w for w in value.split() if len(w) <= _PROBE_TERM_CHARS and any(ch.isalnum() for ch in w)
+    ]
+    if not words:
+        return []
+    picks = sorted({0, len(words) // 2, len(words) - 1})
+    return [words[i] for i in picks][:_PROBE_TERMS_PER_ROW]
+
+
+def _sample_ids(rows: RowReader, ix: FtsIndex, sample: int) -> list[int]:
+    bounds = rows(f"SELECT min(id), max(id) FROM {ix.source_view}", ())
+    lo, hi = bounds[0] if bounds else (None, None)
+    if lo is None or hi is None:
+        return []
+    spread = max(1, sample - _PROBE_NEWEST)
+    targets = {lo + (hi - lo) * k // spread for k in range(spread + 1)}
+    ids: set[int] = set()
+    for target in sorted(targets):
+        found = rows(
+            f"SELECT id FROM {ix.source_view} WHERE id >= ? ORDER BY id LIMIT 1", (target,)
+        )
+        if found:
+            ids.add(int(found[0][0]))
+    newest = rows(f"SELECT id FROM {ix.source_view} ORDER BY id DESC LIMIT ?", (_PROBE_NEWEST,))
+    ids.update(int(r[0]) for r in newest)
+    return sorted(ids)
+
+
+def _term_btree_gaps(rows: RowReader, ix: FtsIndex) -> list[tuple[int, int]]:
+    """Leaf pages that hold terms but have no entry in the index's ``_idx`` b-tree.
+
+    FTS5 writes one ``_idx`` row (segid, first term, pgno << 1 | dlidx flag) for every
+    leaf page on which a term starts, and looks terms up only through those rows; a page
+    that starts a term (its page-index offset, header bytes 2-3, is before its end) and
+    has no row is unreachable.
+    """
+    data, idx, _docsize, _config = ix.shadow_tables
+    indexed = {
+        (int(segid), int(pgno) >> 1) for segid, pgno in rows(f"SELECT segid, pgno FROM {idx}", ())
+    }
+    first_leaf = 1 << _SEGID_SHIFT
+    gaps: list[tuple[int, int]] = []
+    for rowid, head, size in rows(
+        f"SELECT id, substr(block, 1, 4), length(block) FROM {data} WHERE id >= ?",
+        (first_leaf,),
+    ):
+        segid, rest = int(rowid) >> _SEGID_SHIFT, int(rowid) & ((1 << _SEGID_SHIFT) - 1)
+        if segid >= _TOMBSTONE_SEGID or rest > _PGNO_MASK:
+            continue  # a doclist-index or tombstone page, not a leaf
+        head = bytes(head)
+        if len(head) < 4:
+            continue  # too short to be a leaf: integrity-check reports it
+        page_index_at = (head[2] << 8) | head[3]
+        if page_index_at < int(size) and (segid, rest) not in indexed:
+            gaps.append((segid, rest))
+    return gaps
+
+
+def coverage_check(
+    rows: RowReader | Connection,
+    *,
+    indexes: Iterable[FtsIndex] = INDEXES,
+    sample: int = PROBE_ROWS,
+) -> list[CoverageProblem]:
+    """Check that each index finds what the canonical rows hold; [] when it does.
+
+    Three read-only checks per index, for damage FTS5's own checks do not see:
+
+    * documents: the index holds as many documents as its view has rows;
+    * term b-tree: every leaf page on which a term starts is reachable from ``_idx``;
+    * probe: a deterministic sample of rows (spread over the ids, and the newest) is
+      each found, by rowid, by phrases taken from the row's own indexed text.
+
+    ``rows`` runs one read and returns its rows (the doctor passes its read-only
+    connection's); a SQLAlchemy connection is also accepted. A driver error while
+    probing propagates: the caller decides what an unreadable index means.
+    """
+    read = reader_for(rows) if isinstance(rows, Connection) else rows
+    problems: list[CoverageProblem] = []
+    for ix in indexes:
+        docsize = ix.shadow_tables[2]
+        indexed = int(read(f"SELECT count(*) FROM {docsize}", ())[0][0])
+        covered = int(read(f"SELECT count(*) FROM {ix.source_view}", ())[0][0])
+        if indexed != covered:
+            problems.append(
+                CoverageProblem(
+                    ix.name,
+                    "documents",
+                    f"holds {indexed} documents for the {covered} rows it covers",
+                )
+            )
+        gaps = _term_btree_gaps(read, ix)
+        if gaps:
+            shown = ", ".join(f"segment {s} page {p}" for s, p in gaps[:3])
+            problems.append(
+                CoverageProblem(
+                    ix.name,
+                    "term-btree",
+                    f"{len(gaps)} leaf page(s) holding terms are missing from "
+                    f"{ix.shadow_tables[1]} ({shown}): every term on them is unfindable",
+                )
+            )
+        missed: list[int] = []
+        probed = 0
+        for rowid in _sample_ids(read, ix, sample):
+            value = read(f"SELECT content FROM {ix.source_view} WHERE id = ?", (rowid,))
+            if not value or not isinstance(value[0][0], str):
+                continue
+            for term in _probe_terms(ix, value[0][0]):
+                probed += 1
+                found = read(
+                    f"SELECT count(*) FROM {ix.name} WHERE {ix.name} MATCH ? AND rowid = ?",
+                    ('"' + term.replace('"', '""') + '"', rowid),
+                )
+                if int(found[0][0]) != 1:
+                    missed.append(rowid)
+                    break
+        if missed:
+            problems.append(
+                CoverageProblem(
+                    ix.name,
+                    "probe",
+                    f"{len(missed)} of the sampled messages are not found by their own text "
+                    f"(message ids {', '.join(map(str, missed[:5]))})",
+                )
+            )
+    return problems

@@ -30,9 +30,10 @@ target_metadata = Base.metadata
 
 
 def include_name(name: str | None, type_: str, parent_names: Any) -> bool:
-    # FTS5 virtual tables, their shadow tables and source views are derived objects that
-    # live outside MetaData; without this filter autogenerate proposes dropping them.
-    if type_ == "table":
+    # FTS5 virtual tables, their shadow tables and source views, and the partial indexes
+    # over rows longer than an index's cap are derived objects that live outside
+    # MetaData; without this filter autogenerate proposes dropping them.
+    if type_ in ("table", "index"):
         return name not in DERIVED_NAMES
     return True
 

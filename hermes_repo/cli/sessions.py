@@ -278,9 +278,15 @@ def show(
     is_flag=True,
     help="Only report what a repair would fix (file, search index, transcripts); write nothing.",
 )
+@click.option(
+    "--rebuild-search",
+    is_flag=True,
+    help="Also rebuild the full-text indexes (guarded, verified) even if no check finds "
+    "them damaged.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 @click.pass_obj
-def repair_command(state: CliState, check_only: bool, as_json: bool) -> None:
+def repair_command(state: CliState, check_only: bool, rebuild_search: bool, as_json: bool) -> None:
     """Check, or repair, the store: its search index and every session's transcript.
 
     Stop every process using the store first (e.g. the gateway): the repair refuses to
@@ -289,20 +295,29 @@ def repair_command(state: CliState, check_only: bool, as_json: bool) -> None:
     integrity_check, a snapshot, then rebuilds a detached or damaged search index,
     repairs the transcripts that break role alternation or tool pairing (merged turns
     keep the first row's id, removed rows are archived, never deleted), and verifies:
-    integrity_check, the indexes' integrity-check, no fts_stale row, the six triggers,
-    and canonical row counts not lower than before. A file whose canonical tables are
+    integrity_check, the indexes' integrity-check, every probed message found by the
+    index, no fts_stale row, the six triggers, and canonical row counts not lower than
+    before. A file whose canonical tables are
     damaged is not repaired in place: both it and the backup are kept and the command
     exits 1 naming `sessions recover`. Any failure keeps both and exits 1.
 
     --check-only reports the same diagnosis and the transcript violations without
-    writing anything (safe while the gateway runs).
+    writing anything (safe while the gateway runs). --rebuild-search rebuilds the search
+    indexes from the messages even when every check passes, and verifies that each
+    finds what the table holds.
 
     \b
     Example:
       hermes-repo sessions repair --check-only
       hermes-repo sessions repair --json
+      hermes-repo sessions repair --rebuild-search
     """
-    report = repair_store(state.home, check_only=check_only)
+    if check_only and rebuild_search:
+        raise CliError(
+            "--check-only writes nothing and --rebuild-search rewrites the index; "
+            "run `hermes-repo sessions repair --rebuild-search` without --check-only"
+        )
+    report = repair_store(state.home, check_only=check_only, rebuild_search=rebuild_search)
     if as_json:
         echo_json(report.as_dict())
     elif check_only:

@@ -73,6 +73,7 @@ __all__ = [
     "SpoolFacts",
     "StoreFacts",
     "check_fts",
+    "check_fts_coverage",
     "check_header",
     "check_holders",
     "check_quarantine",
@@ -733,6 +734,36 @@ def check_fts(ctx: DoctorContext) -> CheckResult:
     return CheckResult("fts", status, findings)
 
 
+def check_fts_coverage(ctx: DoctorContext) -> CheckResult:
+    """Whether each live index finds what the table holds (:func:`fts.coverage_check`).
+
+    FTS5's integrity checks pass when rows of an index's ``_idx`` b-tree are gone, yet
+    every term on the pages they led to is then unfindable. Skipped when the index is
+    detached or already reported damaged: the repair for those rebuilds it anyway.
+    """
+    if not ctx.exists or not ctx.header_ok:
+        return CheckResult("fts_coverage", None)
+    if any(f.code.startswith(("fts-", "file-")) for f in ctx.findings):
+        return CheckResult("fts_coverage", None)
+    tables = {r[0] for r in ctx.rows("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if not {"messages", *(ix.name for ix in fts.INDEXES)} <= tables:
+        return CheckResult("fts_coverage", None)  # no schema, or no index: reported elsewhere
+    try:
+        problems = [str(p) for p in fts.coverage_check(ctx.rows)]
+    except DoctorReadError as exc:
+        problems = [f"the index could not be probed: {exc}"]
+    findings = [
+        Finding(
+            "fts-partial",
+            "error",
+            f"the full-text index misses messages it should find ({'; '.join(problems)}): "
+            "search silently returns fewer results",
+            f"{STOP_FIRST} `{ctx.command(REPAIR_COMMAND + ' --rebuild-search')}`",
+        )
+    ]
+    return CheckResult("fts_coverage", None, findings if problems else [])
+
+
 # -- the file: header, quick_check --------------------------------------------------------
 
 
@@ -1213,6 +1244,7 @@ CHECKS: list[Check] = [
     check_schema,
     check_quick_check,
     check_fts,
+    check_fts_coverage,
     check_quarantine,
     check_spool,
     check_snapshots,

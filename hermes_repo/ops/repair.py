@@ -23,17 +23,20 @@ and in this order:
    b-tree can turn a readable file into an unopenable one. The live file and the backup
    are left as they are and the report names the next commands, ``sessions recover
    --inspect-only`` and then ``--output NEW.db`` (or a snapshot restore).
-5. **Index damage** (a stale marker, missing triggers, an index that fails its checks)
-   is rebuilt by :func:`~hermes_repo.ops.fts_rebuild.guarded_rebuild` with
-   ``automatic=False`` (the operator asked: the attempt ledger does not stop it) and
-   ``force=True`` (triggers can be missing, or an index damaged, without a marker).
+5. **Index damage** (a stale marker, missing triggers, an index that fails its checks
+   or misses messages it should find, see :func:`~hermes_repo.fts.coverage_check`;
+   with ``rebuild_search``, always) is rebuilt by
+   :func:`~hermes_repo.ops.fts_rebuild.guarded_rebuild` with ``automatic=False``
+   (the operator asked: the attempt ledger does not stop it) and ``force=True``
+   (triggers can be missing, or an index damaged, without a marker).
 6. **Transcripts** that break role alternation or tool pairing are repaired
    (:func:`~hermes_repo.ops.transcript_check.repair_transcripts`: archived, never
    deleted).
 7. **Verify**, as the seed does by hand: ``PRAGMA integrity_check`` is ok, FTS5's
    ``'integrity-check'`` (with rank 1, which compares each index with its rows) passes
-   for both indexes, no ``fts_stale`` row, the six sync triggers present, and the
-   canonical counts not lower than in step 3 (invariant 3: lower would be a bug).
+   for both indexes, each index finds the messages it covers (the coverage check), no
+   ``fts_stale`` row, the six sync triggers present, and the canonical counts not lower
+   than in step 3 (invariant 3: lower would be a bug).
 
 On any failure the live file and the backup are both kept and the report says which
 command comes next. ``check_only=True`` runs the same diagnosis and writes nothing (no
@@ -106,7 +109,14 @@ _STRUCTURAL = frozenset(
 )
 # Doctor findings about the derived index: the guarded rebuild fixes them.
 _INDEX = frozenset(
-    {"fts-stale", "fts-triggers-missing", "fts-damaged", "fts-behind", "fts-unreadable"}
+    {
+        "fts-stale",
+        "fts-triggers-missing",
+        "fts-damaged",
+        "fts-behind",
+        "fts-unreadable",
+        "fts-partial",
+    }
 )
 # Doctor findings that stop the repair before it starts (the fix is another command).
 _REFUSED = frozenset(
@@ -255,7 +265,10 @@ def _salvage_steps(db_path: Path) -> list[str]:
 
 
 def repair_store(
-    home: str | os.PathLike[str] | None = None, *, check_only: bool = False
+    home: str | os.PathLike[str] | None = None,
+    *,
+    check_only: bool = False,
+    rebuild_search: bool = False,
 ) -> RepairReport:
     """Check, or repair, the store in ``home`` (default ``$HERMES_HOME``, else ``~/.hermes``).
 
@@ -264,6 +277,9 @@ def repair_store(
     no store, or its schema is not one the repair works on; in both cases nothing was
     written. Every other outcome is a :class:`RepairReport`: ``ok`` False (with
     ``next_steps``) when the repair could not fix the store or its verification failed.
+
+    ``rebuild_search`` rebuilds the full-text indexes (guarded, verified) even when no
+    check finds them damaged: for damage no check sees.
     """
     db_path = db_path_for_home(home)
     if check_only:
@@ -288,7 +304,7 @@ def repair_store(
                 f"every process using the store (e.g. the gateway), then run `{again}`",
                 exc.pids,
             ) from exc
-        return _repair_alone(db_path, holder)
+        return _repair_alone(db_path, holder, rebuild_search=rebuild_search)
 
 
 # -- check only ---------------------------------------------------------------------------
@@ -458,7 +474,7 @@ def _recreate_state_meta(db_path: Path, driver: Driver, report: RepairReport) ->
     )
 
 
-def _repair_alone(db_path: Path, holder: HolderLock) -> RepairReport:
+def _repair_alone(db_path: Path, holder: HolderLock, *, rebuild_search: bool) -> RepairReport:
     """The repair proper; the caller holds the store exclusively."""
     doctor = diagnose(db_path.parent)
     damage = _damage(doctor)
@@ -468,7 +484,7 @@ def _repair_alone(db_path: Path, holder: HolderLock) -> RepairReport:
     report = RepairReport(path=str(db_path), check_only=False, damage=damage, doctor=doctor)
     driver = select_driver()
     meta_missing = any(f.code == "schema-meta-missing" for f in doctor.findings)
-    if damage == "none" and not meta_missing:
+    if damage == "none" and not meta_missing and not rebuild_search:
         # Check first: a backup and a snapshot are taken only when a change will be
         # made (twelve runs on a healthy store used to leave twelve full backups).
         healthy = _nothing_to_repair(report, db_path, driver, holder)
@@ -530,7 +546,7 @@ def _repair_alone(db_path: Path, holder: HolderLock) -> RepairReport:
     # transcript repair; it shares our exclusive holder lock and releases nothing.
     store = StateStore(db_path.parent, engine, driver, holder, guard)
     try:
-        return _repair_open(report, store, engine, holder)
+        return _repair_open(report, store, engine, holder, rebuild_search=rebuild_search)
     except (HermesRepoError, DBAPIError) as exc:
         return _fail(report, describe(exc) if isinstance(exc, DBAPIError) else str(exc))
     finally:
@@ -569,10 +585,17 @@ def _index_needs_rebuild(report: RepairReport, engine: Engine) -> str | None:
 
 
 def _repair_open(
-    report: RepairReport, store: StateStore, engine: Engine, holder: HolderLock
+    report: RepairReport,
+    store: StateStore,
+    engine: Engine,
+    holder: HolderLock,
+    *,
+    rebuild_search: bool = False,
 ) -> RepairReport:
     db_path = Path(report.path)
     why = _index_needs_rebuild(report, engine)
+    if why is None and rebuild_search:
+        why = "a rebuild of the search index was asked for (--rebuild-search)"
     if why is not None:
         report.damage = "index"
         outcome = guarded_rebuild(
@@ -623,6 +646,19 @@ def _verify(engine: Engine, before: dict[str, int]) -> tuple[list[VerifyItem], d
                     failing.get(ix.name, "ok"),
                 )
             )
+        try:
+            with conn.begin_nested():
+                partial = [str(p) for p in fts.coverage_check(conn)]
+        except DBAPIError as exc:
+            # A probe that errors is an index that does not find what the table holds.
+            partial = [f"the index could not be probed: {describe(exc)}"]
+        items.append(
+            VerifyItem(
+                "search coverage",
+                not partial,
+                "; ".join(partial) or "every probed message found, nothing missing",
+            )
+        )
         marker = fts.stale_marker(conn)
         items.append(
             VerifyItem(

@@ -17,7 +17,14 @@ Routing:
   terms of 3+ characters falls back to substring search.
 * CJK text and substrings: the trigram index for terms of 3+ characters, most recent
   first; terms of 1-2 characters (which trigram cannot match) become escaped LIKE
-  conditions, alone or on top of the trigram candidates.
+  conditions, alone or on top of the trigram candidates. The trigram index holds tool
+  rows only when they carry CJK text, so a CJK query finds tool output too, while a
+  substring query without CJK restricted to tool rows is a LIKE scan.
+* Text beyond an index's cap (``fts.WORD_CAP``, ``fts.TRIGRAM_CAP`` characters of a
+  row): the rows longer than the cap, listed by a partial index, are scanned with an
+  escaped LIKE and their hits merged in (newest first; after the ranked hits of a
+  word query). Only those rows are read, so the scan costs nothing in a store without
+  huge messages.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from .. import fts
 from ..codec import scrub
 from ..fts import text_projection
 
@@ -55,10 +63,7 @@ _SNIPPET_TOKENS = 12
 _SNIPPET_CHARS = 40
 
 _TERM = re.compile(r'"([^"]+)"|(\S+)')
-# CJK ideographs, kana, hangul: unicode61 makes one token of a whole run of these.
-_CJK = re.compile(
-    r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f]"
-)
+_WORDS, _TRIGRAM = fts.INDEXES
 
 
 @dataclass(frozen=True)
@@ -120,6 +125,27 @@ def _like_snippet(content: str | None, terms: list[str]) -> str:
     return content[: 2 * _SNIPPET_CHARS]
 
 
+# Characters of context read around a LIKE hit's first term (the snippet is cut from it).
+_WINDOW_CHARS = 120
+
+
+def _merge(
+    hits: list[SearchHit], more: list[SearchHit], limit: int, *, by_recency: bool = False
+) -> list[SearchHit]:
+    """Add the hits of the rows beyond an index's cap that the index did not return.
+
+    Newest first when both lists are (trigram, LIKE); after the ranked ones otherwise.
+    """
+    seen = {h.message_id for h in hits}
+    extra = [h for h in more if h.message_id not in seen]
+    if not extra:
+        return hits
+    merged = hits + extra
+    if by_recency:
+        merged.sort(key=lambda h: h.message_id, reverse=True)
+    return merged[:limit]
+
+
 _PROBE = (
     "SELECT count(*) FROM (SELECT 1 FROM messages_fts WHERE messages_fts MATCH :phrase LIMIT :n)"
 )
@@ -168,15 +194,21 @@ class SearchRepository:
         params["limit"] = int(limit)
         if not use_fts:
             return self._like(terms, filters, params)
-        words = all(_has_word_char(t) for t in terms) and not any(_CJK.search(t) for t in terms)
+        words = all(_has_word_char(t) for t in terms) and not any(fts.has_cjk(t) for t in terms)
         if words:
             hits = self._words(terms, filters, params)
+            word_terms = [t for t in terms if _has_word_char(t)]
+            hits = _merge(hits, self._beyond_cap(_WORDS, word_terms, filters, params), limit)
             if hits or any(len(t) < 3 for t in terms):
                 return hits
         long_terms = [t for t in terms if len(t) >= 3]
-        if long_terms and role != "tool":  # tool rows are not in the trigram index
+        # Tool rows are in the trigram index only when they hold CJK, so only a query
+        # with CJK can find every matching tool row there.
+        if long_terms and (role != "tool" or any(fts.has_cjk(t) for t in long_terms)):
             short = [t for t in terms if len(t) < 3]
-            return self._trigram(long_terms, short, filters, params)
+            hits = self._trigram(long_terms, short, filters, params)
+            more = self._beyond_cap(_TRIGRAM, terms, filters, params)
+            return _merge(hits, more, limit, by_recency=True)
         return self._like(terms, filters, params)
 
     @staticmethod
@@ -249,19 +281,49 @@ class SearchRepository:
         )
         return self._run(sql, params)
 
-    def _like(self, terms: list[str], filters: str, params: dict[str, Any]) -> list[SearchHit]:
-        """Substring search over the canonical rows (also the path when FTS is detached)."""
+    def _like(
+        self, terms: list[str], filters: str, params: dict[str, Any], *, where: str = "1 = 1"
+    ) -> list[SearchHit]:
+        """Substring search over the canonical rows (also the path when FTS is detached).
+
+        Only a window of each hit's text around the first term is read into Python, so a
+        hit in a 50 MB message costs no 50 MB copy.
+        """
+        if not terms:
+            return []
         params = dict(params)
         likes = ""
         for i, term in enumerate(terms):
             likes += f" AND {text_projection('m')} LIKE :p{i} ESCAPE '\\'"
             params[f"p{i}"] = like_pattern(term)
+        # LIKE folds ASCII case only, and so does SQLite's lower(): the window starts
+        # where LIKE matched.
+        params["first"] = terms[0]
+        body = text_projection("m")
+        start = f"max(1, instr(lower({body}), lower(:first)) - {_WINDOW_CHARS})"
         sql = (
-            f"SELECT m.id, m.session_id, m.role, {text_projection('m')}, m.timestamp"
-            f" FROM messages AS m WHERE 1 = 1{filters}{likes}"
+            f"SELECT m.id, m.session_id, m.role, {start}, substr({body}, {start},"
+            f" length(:first) + {2 * _WINDOW_CHARS} + 1), length({body}), m.timestamp"
+            f" FROM messages AS m WHERE {where}{filters}{likes}"
             " ORDER BY m.id DESC LIMIT :limit"
         )
-        rows = self._rows(sql, params)
-        return [
-            SearchHit(int(r[0]), r[1], r[2], _like_snippet(r[3], terms), float(r[4])) for r in rows
-        ]
+        hits = []
+        for r in self._rows(sql, params):
+            window, first, total = r[4] or "", int(r[3] or 1), int(r[5] or 0)
+            snippet = _like_snippet(window, terms)
+            if first > 1 and not snippet.startswith("…"):
+                snippet = "…" + snippet
+            if first - 1 + len(window) < total and not snippet.endswith("…"):
+                snippet += "…"
+            hits.append(SearchHit(int(r[0]), r[1], r[2], snippet, float(r[6])))
+        return hits
+
+    def _beyond_cap(
+        self, ix: fts.FtsIndex, terms: list[str], filters: str, params: dict[str, Any]
+    ) -> list[SearchHit]:
+        """LIKE over the rows longer than ``ix``'s cap, whose end the index does not hold.
+
+        The length condition is the partial index's own: SQLite then visits only those
+        rows (none in most stores) instead of measuring every row's text.
+        """
+        return self._like(terms, filters, params, where=fts.long_row_condition("m", ix.cap))

@@ -95,7 +95,7 @@ def _future_scripts(tmp_path: Path) -> Path:
         '"""A later revision."""\n'
         "from alembic import op\n"
         'revision = "0002_next"\n'
-        'down_revision = "0001_initial"\n'
+        f'down_revision = "{migrate.head_revision()}"\n'
         "branch_labels = None\n"
         "depends_on = None\n"
         "def upgrade():\n"

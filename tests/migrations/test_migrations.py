@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from alembic import command
 from sqlalchemy import Engine, inspect, text
 from sqlalchemy.pool import NullPool
 
-from hermes_repo import fts
+from hermes_repo import SchemaMismatchError, StateStore, fts
 from hermes_repo.engine import WRITE_OPTION, create_store_engine
 from hermes_repo.ops import migrate
 
@@ -24,6 +26,8 @@ EXPECTED_INDEXES = {
     "ix_sessions_parent_session_id",
     "ix_messages_session_id_id",
     "ix_messages_session_id_active_id",
+    "ix_messages_over_fts_cap",
+    "ix_messages_over_fts_trigram_cap",
 }
 EXPECTED_TRIGGERS = {
     "messages_fts_insert",
@@ -95,16 +99,104 @@ def test_runtime_fts_ddl_equals_what_the_migration_created(tmp_path: Path) -> No
             assert stored[name] == ddl
 
 
-def test_downgrade_drops_exactly_what_the_runtime_would_drop() -> None:
-    import importlib.util
-
-    path = migrate.migrations_dir() / "versions" / "0001_initial.py"
-    spec = importlib.util.spec_from_file_location("rev_0001", path)
+def _revision_module(filename: str) -> Any:
+    path = migrate.migrations_dir() / "versions" / filename
+    spec = importlib.util.spec_from_file_location(f"rev_{path.stem}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    assert list(module.FTS_CREATE) == fts.create_statements()
-    assert list(module.FTS_DROP) == fts.drop_statements()
+    return module
+
+
+def test_head_revision_ddl_is_what_the_runtime_creates_and_drops() -> None:
+    head = _revision_module("0002_search_caps.py")
+    runtime = fts.create_statements()
+    assert list(head.FTS_TABLES) == [s for s in runtime if not s.startswith("CREATE TRIGGER")]
+    assert list(head.FTS_TRIGGERS) == [s for s in runtime if s.startswith("CREATE TRIGGER")]
+    assert list(head.FTS_DROP) == fts.drop_statements()
+    assert list(head.LONG_ROW_INDEXES) == list(fts.LONG_ROW_INDEXES)
+
+
+def test_downgrade_to_0001_recreates_exactly_the_frozen_0001_ddl() -> None:
+    initial, head = _revision_module("0001_initial.py"), _revision_module("0002_search_caps.py")
+    assert [*head.FTS_TABLES_0001, *head.FTS_TRIGGERS_0001] == sorted(
+        initial.FTS_CREATE, key=lambda s: s.startswith("CREATE TRIGGER")
+    )
+    assert list(head.FTS_DROP) == list(initial.FTS_DROP)
+
+
+def _store_at_0001_with_rows(tmp_path: Path) -> Path:
+    """A store left at revision 0001 holding rows the new DDL treats differently: a tool
+    row with CJK, a row longer than both caps, and an fts_stale marker."""
+    home = tmp_path / "old"
+    home.mkdir()
+    engine = _engine(home / "state.db")
+    migrate.upgrade(engine, "0001_initial")
+    rows = [
+        ("tool", "错误：连接超时，请稍后重试"),
+        ("assistant", "short answer about zebracorn"),
+        ("user", "x " * (fts.WORD_CAP // 2) + " tailneedle"),
+    ]
+    with engine.execution_options(**{WRITE_OPTION: True}).begin() as conn:
+        conn.execute(text("INSERT INTO sessions (id, source, started_at) VALUES ('s', 'cli', 1)"))
+        for i, (role, content) in enumerate(rows):
+            conn.execute(
+                text(
+                    "INSERT INTO messages (session_id, uid, role, content, timestamp) "
+                    "VALUES ('s', :uid, :role, :content, :ts)"
+                ),
+                {"uid": f"u{i}", "role": role, "content": content, "ts": float(i)},
+            )
+        conn.execute(
+            text("INSERT INTO state_meta (key, value, updated_at) VALUES ('fts_stale', '{}', 0)")
+        )
+    engine.dispose()
+    return home
+
+
+def test_db_upgrade_brings_a_0001_store_to_head_with_current_indexes(tmp_path: Path) -> None:
+    home = _store_at_0001_with_rows(tmp_path)
+    with pytest.raises(SchemaMismatchError, match="db upgrade"):
+        StateStore.open(home)
+    script = Path(sys.executable).parent / "hermes-repo"
+    done = subprocess.run(
+        [str(script), "--home", str(home), "db", "upgrade"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    engine = _engine(home / "state.db")
+    with engine.connect() as conn:
+        assert migrate.current_revision(conn) == migrate.head_revision()
+        stored = dict(
+            conn.execute(text("SELECT name, sql FROM sqlite_master WHERE sql IS NOT NULL")).all()
+        )
+        assert fts.integrity_errors(conn) == {}
+        assert fts.coverage_check(conn) == []
+        assert fts.stale_marker(conn) is None
+    for statement in (*fts.create_statements(), *fts.LONG_ROW_INDEXES):
+        assert statement in stored.values()
+    assert migrate.check(engine) is None
+    with StateStore.open(home) as store:
+        assert [h.role for h in store.search("连接超时")] == ["tool"]
+        assert [h.role for h in store.search("tailneedle")] == ["user"]
+
+
+def test_head_to_0001_and_back_keeps_every_index_sound(tmp_path: Path) -> None:
+    home = _store_at_0001_with_rows(tmp_path)
+    engine = _engine(home / "state.db")
+    migrate.upgrade(engine)
+    migrate.downgrade(engine, "0001_initial")
+    with engine.connect() as conn:
+        assert migrate.current_revision(conn) == "0001_initial"
+        names = {r[0] for r in conn.execute(text("SELECT name FROM sqlite_master"))}
+        assert not {"ix_messages_over_fts_cap", "ix_messages_over_fts_trigram_cap"} & names
+        assert fts.integrity_errors(conn) == {}
+    migrate.upgrade(engine)
+    with engine.connect() as conn:
+        assert fts.integrity_errors(conn) == {}
+        assert fts.coverage_check(conn) == []
 
 
 def test_failing_migration_leaves_no_half_applied_schema(tmp_path: Path) -> None:
@@ -114,7 +206,7 @@ def test_failing_migration_leaves_no_half_applied_schema(tmp_path: Path) -> None
         '"""A revision that fails halfway."""\n'
         "from alembic import op\n"
         'revision = "0002_broken"\n'
-        'down_revision = "0001_initial"\n'
+        f'down_revision = "{migrate.head_revision()}"\n'
         "branch_labels = None\n"
         "depends_on = None\n"
         "def upgrade():\n"
@@ -137,7 +229,7 @@ def test_failing_migration_leaves_no_half_applied_schema(tmp_path: Path) -> None
     objs = _objects(engine)
     assert "half_applied" not in objs["table"]
     with engine.connect() as conn:
-        assert migrate.current_revision(conn) == "0001_initial"
+        assert migrate.current_revision(conn) == migrate.head_revision()
 
 
 def test_alembic_command_line_upgrades_downgrades_and_checks(tmp_path: Path) -> None:
