@@ -27,7 +27,7 @@ from .errors import (
 from .repositories import SearchHit
 from .store import Conversation, StateStore, StoreHealth
 from .transcript.recovery import RecoveryReport
-from .transcript.writer import FlushResult, TranscriptWriter
+from .transcript.writer import FlushResult, Rejection, TranscriptWriter
 from .uow import UnitOfWork
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "IntegrityViolation",
     "NotFoundError",
     "RecoveryReport",
+    "Rejection",
     "SchemaMismatchError",
     "SearchHit",
     "StateDbCorruptError",
