@@ -119,9 +119,10 @@ def db() -> None:
 def upgrade(state: CliState) -> None:
     """Bring state.db to the newest schema, taking a snapshot first.
 
-    A missing or empty file is created at head. A file that already holds a schema is
-    first copied into a verified snapshot (label pre-upgrade, listed by `snapshot
-    list`; safe while agents write to the store) and its id is printed. If the file
+    A missing or empty file is created at head; a store already at head is left as it
+    is (no snapshot). A store behind head is first copied into a verified snapshot
+    (label pre-upgrade, listed by `snapshot list`; safe while agents write to the
+    store) and its id is printed. If the file
     fails integrity_check no snapshot can be verified, so an online backup
     (state.db.pre-upgrade-<UTC time>.bak, SQLite's backup API) is taken instead and its
     path printed. Then every pending migration runs in one transaction, so a failure
@@ -136,11 +137,13 @@ def upgrade(state: CliState) -> None:
     with _engine(path) as engine:
         rev = _revision(engine, path)
         _refuse_unless_ours(rev)
-        if rev.status != "empty":
-            _restore_point(engine, path, rev)
         if rev.status == "at-head":
+            # Nothing will change: a snapshot here would only push older automatic
+            # snapshots out of their retention.
             click.echo(f"{path} is already at head {rev.head}; nothing to migrate")
             return
+        if rev.status != "empty":
+            _restore_point(engine, path, rev)
         migrate.upgrade(engine)
         after = _revision(engine, path)
     click.echo(f"upgraded {path}: {rev.revision or 'empty'} -> {after.revision}")

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from hermes_repo import StateStore
-from hermes_repo.engine import select_driver
+from hermes_repo.engine import create_store_engine, select_driver
 from hermes_repo.ops import migrate
 
 # The store's own SQLite: a standard `sqlite3` connection next to a pysqlite3 store in
@@ -55,10 +55,20 @@ def test_db_upgrade_builds_a_new_folder_at_head(tmp_path: Path, cli: Cli) -> Non
     assert not list(home.glob("*.bak"))
 
 
-def test_db_upgrade_snapshots_an_existing_store_first_and_prints_the_id(
+def _behind_head(home: Path) -> None:
+    """Take the store back to the first revision: what an older install left behind."""
+    engine = create_store_engine(home / "state.db")
+    try:
+        migrate.downgrade(engine, "0001_initial")
+    finally:
+        engine.dispose()
+
+
+def test_db_upgrade_snapshots_a_store_behind_head_first_and_prints_the_id(
     imported_home: Path,
     cli: Cli,
 ) -> None:
+    _behind_head(imported_home)
     result = cli("--home", imported_home, "db", "upgrade")
 
     assert result.code == 0, result.stderr
@@ -66,7 +76,7 @@ def test_db_upgrade_snapshots_an_existing_store_first_and_prints_the_id(
     assert listed.code == 0, listed.stderr
     [snap] = json.loads(listed.stdout)
     assert snap["ok"] and snap["label"] == "pre-upgrade"
-    assert snap["revision"] == migrate.head_revision()
+    assert snap["revision"] == "0001_initial"  # the store as it was before the upgrade
     assert snap["counts"]["messages"] == 50  # a verified copy of the store, not a stub
     assert f"snapshot: {snap['id']}" in result.stdout
     assert f"snapshot restore {snap['id']}" in result.stdout  # how to undo
@@ -74,14 +84,14 @@ def test_db_upgrade_snapshots_an_existing_store_first_and_prints_the_id(
     assert revision_of(imported_home / "state.db") == migrate.head_revision()
 
 
-def test_db_upgrade_run_twice_in_a_row_keeps_both_snapshots(home: Path, cli: Cli) -> None:
+def test_db_upgrade_at_head_takes_no_snapshot(home: Path, cli: Cli) -> None:
     first = cli("--home", home, "db", "upgrade")
     second = cli("--home", home, "db", "upgrade")
 
     assert first.code == second.code == 0, (first.stderr, second.stderr)
-    listed = json.loads(cli("--home", home, "snapshot", "list", "--json").stdout)
-    assert [s["label"] for s in listed] == ["pre-upgrade", "pre-upgrade"]
-    assert "already at head" in second.stdout
+    assert "already at head" in first.stdout and "already at head" in second.stdout
+    assert json.loads(cli("--home", home, "snapshot", "list", "--json").stdout) == []
+    assert not list(home.glob("*.bak"))
 
 
 def test_db_upgrade_of_a_store_failing_integrity_check_keeps_a_raw_backup(
@@ -90,6 +100,7 @@ def test_db_upgrade_of_a_store_failing_integrity_check_keeps_a_raw_backup(
     # A snapshot must pass integrity_check, so a store that fails it gets the backup-API
     # copy instead. The damage: an index whose entries no longer match its table (its
     # definition edited behind SQLite's back), on a table of its own so the store opens.
+    _behind_head(home)
     db = home / "state.db"
     sql(db, "CREATE TABLE scratch (x INTEGER PRIMARY KEY, y TEXT)")
     sql(db, "CREATE INDEX ix_scratch ON scratch (y)")
