@@ -391,6 +391,17 @@ def recover_pending(
         except FileNotFoundError:
             return report
         sids = [spool.session_id_from_name(n) for n in names]
+        # A session may have a file under the previous version's name too (its records
+        # are older): it goes first, so the session's rows keep the conversation's order.
+        order = sorted(
+            range(len(names)),
+            key=lambda i: (
+                sids[i] is None,
+                sids[i] or names[i],
+                sids[i] is not None and names[i] == spool.pending_name(sids[i] or ""),
+            ),
+        )
+        names, sids = [names[i] for i in order], [sids[i] for i in order]
     for n, (name, sid) in enumerate(zip(names, sids, strict=True)):
         if sid is None:
             report += RecoveryReport(

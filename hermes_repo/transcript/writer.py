@@ -256,11 +256,18 @@ class TranscriptWriter:
         committed: set[str],
         failure: Exception | None,
     ) -> FlushResult:
-        if failure is None and os.path.lexists(self.pending_path):
-            # A backlog of this session (spooled by us, or left by a crashed process)
-            # goes in first, so rows keep the conversation's order.
+        backlog = [
+            name
+            for name in spool.existing_names(self.home, self.session_id)
+            if os.path.lexists(spool.sessions_dir(self.home) / name)
+        ]
+        if failure is None and backlog:
+            # A backlog of this session (spooled by us, or left by a crashed process,
+            # maybe under the previous version's file name) goes in first, oldest file
+            # first, so rows keep the conversation's order.
             try:
-                recover_file(store, self.session_id, self.policy, raise_errors=True)
+                for name in backlog:
+                    recover_file(store, self.session_id, self.policy, raise_errors=True, name=name)
                 self._spooled.clear()  # everything spooled so far is committed now
                 committed = self._committed_uids(store, reload=True)
             except Exception as exc:

@@ -111,8 +111,11 @@ def test_record_of_another_session_is_kept_not_replayed(home: Path) -> None:
     assert report is not None and (report.inserted, report.kept) == (1, 1)
     assert [r["content"] for r in stored(home, "chat")] == ["y"]
     assert stored(home, "other") == []
-    # Kept byte for byte for an operator, never in a retry queue again.
-    assert (folder / "chat.rejected.jsonl").read_bytes() == foreign + b"\n"
+    # Kept for an operator with the reason, its bytes exact, never in a retry queue again.
+    [kept] = (folder / "chat.rejected.jsonl").read_bytes().splitlines()
+    record = json.loads(kept)
+    assert record["raw"].encode("utf-8", "surrogateescape") == foreign
+    assert "other" in record["_rejected"]
     assert not (folder / "chat.pending.jsonl").exists()
 
 
@@ -144,4 +147,37 @@ def test_files_spooled_under_the_previous_names_are_listed_and_replayed(home: Pa
     assert [r["content"] for r in stored(home, "Chat-1")] == ["old upper", "new upper"]
     assert [r["content"] for r in stored(home, "chat.v2")] == ["old dotted"]
     assert [r["content"] for r in stored(home, "x.pending")] == ["old pending-suffixed"]
+    assert spool.list_pending(home) == []
+
+
+def _both_names(home: Path, session_id: str) -> None:
+    """An older record under the previous version's name, a newer one under today's."""
+    folder = spool.sessions_dir(home)
+    folder.mkdir(mode=0o700, exist_ok=True)
+    legacy = folder / f"{session_id}{spool.PENDING_SUFFIX}"
+    legacy.write_text(
+        json.dumps({"_fallback_timestamp": 1.0, "message": _message("older", "b-1")}) + "\n"
+    )
+    spool.append_messages(home, session_id, [_message("newer", "b-2")])
+    current = spool.pending_name(session_id)
+    # Today's name sorts first: only a deliberate order keeps the conversation's order.
+    assert current != legacy.name and sorted([current, legacy.name])[0] == current
+
+
+def test_recovery_replays_the_previous_name_of_a_session_before_the_current_one(
+    home: Path,
+) -> None:
+    _both_names(home, "x.y")
+    with StateStore.open(home, recover=False) as store:
+        report = store.recover_pending()
+    assert (report.files, report.inserted) == (2, 2)
+    assert [r["content"] for r in stored(home, "x.y")] == ["older", "newer"]
+
+
+def test_a_flush_writes_the_backlog_under_both_names_first_in_order(home: Path) -> None:
+    _both_names(home, "x.y")
+    with StateStore.open(home, recover=False) as store:
+        result = store.transcript_writer("x.y").flush([_message("newest", "b-3")])
+    assert result.ok and result.written == 1
+    assert [r["content"] for r in stored(home, "x.y")] == ["older", "newer", "newest"]
     assert spool.list_pending(home) == []
