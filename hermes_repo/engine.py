@@ -37,6 +37,7 @@ __all__ = [
     "WAL_FIX_VERSION",
     "WRITE_OPTION",
     "Driver",
+    "check_journal_files",
     "create_store_engine",
     "db_path_for_home",
     "default_home",
@@ -122,6 +123,27 @@ def db_path_for_home(home: str | os.PathLike[str] | None) -> Path:
     return folder.absolute() / DB_NAME
 
 
+def check_journal_files(db_path: Path) -> None:
+    """Refuse a symlink or a non-regular file at ``-wal``/``-shm``/``-journal``.
+
+    SQLite opens these by name, following a symlink, and reports a folder in their
+    place only as "unable to open database file"; whatever reads them before SQLite
+    (the ``-wal`` header check) must not follow a planted link either.
+    """
+    for suffix in ("-wal", "-shm", "-journal"):
+        side = db_path.with_name(db_path.name + suffix)
+        try:
+            mode = os.lstat(side).st_mode
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISREG(mode):
+            what = "a symlink" if stat.S_ISLNK(mode) else "not a regular file"
+            raise UnsafePathError(
+                f"{side} is {what}; SQLite would keep the store's journal there. Move it "
+                "away (stop every process using the store first) and retry"
+            )
+
+
 def prepare_path(db_path: Path) -> None:
     """Create the store folder (0700) and ``state.db`` (0600) safely before SQLite opens it.
 
@@ -137,20 +159,7 @@ def prepare_path(db_path: Path) -> None:
             f"{db_path} is a symlink; the store refuses to write through it. "
             "Replace it with the real file (or point --home / HERMES_HOME at the real folder)"
         )
-    for suffix in ("-wal", "-shm", "-journal"):
-        # SQLite opens these by name, following a symlink, and reports a folder in
-        # their place only as "unable to open database file".
-        side = db_path.with_name(db_path.name + suffix)
-        try:
-            mode = os.lstat(side).st_mode
-        except FileNotFoundError:
-            continue
-        if not stat.S_ISREG(mode):
-            what = "a symlink" if stat.S_ISLNK(mode) else "not a regular file"
-            raise UnsafePathError(
-                f"{side} is {what}; SQLite would keep the store's journal there. Move it "
-                "away (stop every process using the store first) and retry"
-            )
+    check_journal_files(db_path)
     if db_path.exists():
         if not stat.S_ISREG(db_path.stat().st_mode):
             raise UnsafePathError(f"{db_path} is not a regular file; move it away and retry")

@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .engine import check_journal_files
 from .errors import HermesRepoError
 
 __all__ = [
@@ -160,6 +161,7 @@ def preserve_damaged_wal(db_path: Path) -> DamagedWal | None:
     copy is skipped when there is no room for it; when even the ``-wal`` cannot be
     saved, :class:`WalSaveError` stops the open (it would let SQLite discard the log).
     """
+    check_journal_files(db_path)  # never read (or copy) through a planted link
     wal = db_path.with_name(db_path.name + "-wal")
     try:
         reason = wal_header_problem(wal)
