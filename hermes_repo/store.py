@@ -24,6 +24,7 @@ from .errors import (
     DatabaseBusyError,
     ErrorKind,
     HermesRepoError,
+    ImportSourceError,
     SchemaMismatchError,
     StateDbCorruptError,
     StoreClosedError,
@@ -541,6 +542,10 @@ class StateStore:
     ) -> HermesImportReport:
         """Import a Hermes Agent ``state.db`` without touching it or losing a value;
         idempotent and incremental (see :mod:`hermes_repo.hermes_import`)."""
+        if Path(path).resolve() == self.path.resolve():
+            raise ImportSourceError(
+                f"{path} is this store's own file; pass the state.db of a Hermes Agent home"
+            )
         return import_hermes_db(self, Path(path), dry_run=dry_run, progress=progress)
 
     def append_message(
