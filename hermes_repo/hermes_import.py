@@ -3,9 +3,11 @@
 The source is opened read-only *and* immutable (a percent-encoded ``file:`` URI with
 ``mode=ro&immutable=1``): Hermes' files carry the WAL flag, and a plain read-only open
 creates ``-wal`` and ``-shm`` beside them. When a ``-wal`` is already there (a Hermes that
-is running, or one that stopped without a checkpoint) its committed frames matter, so
-the file is first copied with SQLite's backup API (one read transaction: a consistent
-state) into a private temporary folder, and the copy is read.
+is running, or one that stopped without a checkpoint) its committed frames matter: the
+file and its ``-wal`` are copied byte for byte into a private temporary folder (taken
+when the file and the WAL header did not change during the copy; a Hermes that keeps
+writing gets a copy through SQLite's backup API instead), and the copy is read. The
+source's own files are only ever read, never opened for writing.
 
 Columns are read by name (``PRAGMA table_info``), never by position: real installs were
 upgraded in place, so later columns sit at the end in any order, and a column a version
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import base64
 import json
+import shutil
 import sqlite3
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
@@ -209,44 +212,74 @@ def _check_file(path: Path) -> None:
         )
 
 
+def _stamp(path: Path, wal: Path) -> tuple[int, int, bytes]:
+    """What changes when Hermes writes: the file's mtime and size, the WAL's header
+    (its salts change when the WAL restarts after a checkpoint)."""
+    st = path.stat()
+    with open(wal, "rb") as fh:
+        return st.st_mtime_ns, st.st_size, fh.read(32)
+
+
+def _copy_with_wal(path: Path, wal: Path, folder: Path) -> Path | None:
+    """``path`` and its ``-wal`` copied byte for byte into ``folder``, taken when the
+    source did not change during the copy; None when the -wal went away (the source is
+    then whole) or it kept changing (a busy Hermes: the backup API takes over).
+
+    Only reading the source's files: opening it through SQLite, even read-only, would
+    rewrite the ``-shm`` of a Hermes that stopped without a checkpoint. A frame Hermes
+    was appending while the -wal was copied fails its checksum and is dropped by the
+    copy's WAL recovery, so the copy holds the last whole commit.
+    """
+    copy = folder / "state.db"
+    for _ in range(5):
+        try:
+            before = _stamp(path, wal)
+            shutil.copyfile(path, copy)
+            shutil.copyfile(wal, folder / "state.db-wal")
+            if _stamp(path, wal) == before:
+                return copy
+        except FileNotFoundError:
+            if not wal.exists():
+                return None
+    return _backup_copy(path, copy)
+
+
+def _backup_copy(path: Path, copy: Path) -> Path:
+    """A consistent copy through SQLite's backup API (one read transaction)."""
+    copy.unlink(missing_ok=True)
+    (copy.parent / "state.db-wal").unlink(missing_ok=True)
+    try:
+        src = sqlite3.connect(sqlite_uri(path, "ro"), uri=True)
+        try:
+            dst = sqlite3.connect(copy)
+            try:
+                src.backup(dst)
+            finally:
+                dst.close()
+        finally:
+            src.close()
+    except sqlite3.Error as exc:
+        raise _unreadable(path, exc) from exc
+    return copy
+
+
 @contextmanager
 def _open_source(path: Path) -> Iterator[sqlite3.Connection]:
     _check_file(path)
     wal = path.with_name(path.name + "-wal")
-    tmp: tempfile.TemporaryDirectory[str] | None = None
-    try:
-        if wal.exists():
-            # immutable=1 would ignore the WAL's committed frames: copy a consistent
-            # state through SQLite instead (the -wal and -shm are already there, so
-            # reading adds no file beside the source).
-            tmp = tempfile.TemporaryDirectory(prefix="hermes-import-")
-            copy = Path(tmp.name) / "state.db"
-            try:
-                src = sqlite3.connect(sqlite_uri(path, "ro"), uri=True)
-                try:
-                    dst = sqlite3.connect(copy)
-                    try:
-                        src.backup(dst)
-                    finally:
-                        dst.close()
-                finally:
-                    src.close()
-            except sqlite3.Error as exc:
-                raise _unreadable(path, exc) from exc
-            target = copy
-        else:
-            target = path
+    with tempfile.TemporaryDirectory(prefix="hermes-import-") as tmp:
+        # immutable=1 would ignore the WAL's committed frames: read a private copy.
+        copy = _copy_with_wal(path, wal, Path(tmp)) if wal.exists() else None
+        # The copy is ours: opened normally, SQLite merges its WAL into what it reads.
+        uri = sqlite_uri(path, "ro") + "&immutable=1" if copy is None else sqlite_uri(copy, "rw")
         try:
-            conn = sqlite3.connect(sqlite_uri(target, "ro") + "&immutable=1", uri=True)
+            conn = sqlite3.connect(uri, uri=True)
         except sqlite3.Error as exc:
             raise _unreadable(path, exc) from exc
         try:
             yield conn
         finally:
             conn.close()
-    finally:
-        if tmp is not None:
-            tmp.cleanup()
 
 
 def _unreadable(path: Path, exc: sqlite3.Error) -> ImportSourceError:

@@ -412,9 +412,88 @@ def test_a_live_source_with_a_wal_is_read_consistently_and_left_alone(
         assert report.messages.imported == 201
         assert store.load_conversation(S4[V16]).messages[-1]["content"] == "only in the wal"
         assert sorted(p.name for p in source_dir.iterdir()) == listing
-        assert _digest(source_dir)[V16] == digest[V16]
+        assert _digest(source_dir) == digest  # -wal and -shm included
     finally:
         writer.close()
+
+
+def test_a_stopped_source_with_an_unmerged_wal_is_read_whole_and_left_alone(
+    store: StateStore, source_dir: Path, tmp_path: Path
+) -> None:
+    # A Hermes that stopped without a checkpoint: state.db, -wal (holding a row) and
+    # -shm as the running process left them, copied byte for byte.
+    live = source_dir / V16
+    writer = sqlite3.connect(live)
+    try:
+        writer.execute("PRAGMA wal_autocheckpoint = 0")
+        with writer:
+            writer.execute(
+                "INSERT INTO messages (session_id, role, content, timestamp)"
+                " VALUES (?, 'user', 'left in the wal', 1772700000.0)",
+                (S4[V16],),
+            )
+        stopped = tmp_path / "stopped"
+        stopped.mkdir()
+        for suffix in ("", "-wal", "-shm"):
+            shutil.copyfile(f"{live}{suffix}", stopped / f"state.db{suffix}")
+    finally:
+        writer.close()
+    before = _digest(stopped)
+
+    report = store.import_hermes_db(stopped / "state.db")
+
+    assert report.messages.imported == 201
+    assert store.load_conversation(S4[V16]).messages[-1]["content"] == "left in the wal"
+    assert _digest(stopped) == before  # names and bytes: nothing merged, added or removed
+
+
+_BUSY_HERMES = textwrap.dedent(
+    """
+    import sqlite3, sys
+    conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+    n = 0
+    while True:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(
+            "INSERT INTO messages (session_id, role, content, timestamp)"
+            " VALUES (?, 'user', ?, 1772700000.0)", (sys.argv[2], f"busy {n}"))
+        conn.execute("COMMIT")
+        n += 1
+        if n == 50:
+            print("writing", flush=True)
+    """
+)
+
+
+def test_a_source_being_written_by_a_running_hermes_is_read_as_one_whole_state(
+    store: StateStore, source_dir: Path
+) -> None:
+    src = source_dir / V16
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _BUSY_HERMES, str(src), S4[V16]],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "writing"
+        report = store.import_hermes_db(src)
+    finally:
+        proc.kill()
+        proc.wait()
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+
+    assert report.messages.imported == report.messages.read >= 250
+    # Whole commits only, in order: the busy rows imported are exactly busy 0..k-1.
+    busy = [
+        m["content"]
+        for m in store.load_conversation(S4[V16]).messages
+        if str(m.get("content", "")).startswith("busy ")
+    ]
+    assert busy == [f"busy {i}" for i in range(len(busy))] and len(busy) >= 50
 
 
 def _nothing_written(store: StateStore) -> None:
