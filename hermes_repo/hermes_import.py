@@ -62,6 +62,8 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 #: Prefix Hermes puts before JSON content it could not bind as text (multimodal lists).
 JSON_CONTENT_PREFIX = "\x00json:"
 META_PREFIX = "hermes_import."
+#: Start of the archive reason of rows Hermes itself made inactive.
+ARCHIVE_PREFIX = "hermes: "
 
 # Source columns that have a column of ours; everything else goes to `extra`.
 # message_count and tool_call_count are recomputed here, so the source's values are
@@ -115,12 +117,15 @@ class ImportTarget(Protocol):
 
 @dataclass
 class TableCounts:
-    """Rows of one source table: read, imported, already present, values kept in extra."""
+    """Rows of one source table: read, imported, already present, values kept in extra,
+    and present rows updated."""
 
     read: int = 0
     imported: int = 0
     already_present: int = 0
     kept_in_extra: int = 0
+    #: Rows already present whose active state followed the source (a later /undo).
+    updated: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return {
@@ -128,6 +133,7 @@ class TableCounts:
             "imported": self.imported,
             "already_present": self.already_present,
             "kept_in_extra": self.kept_in_extra,
+            "updated": self.updated,
         }
 
 
@@ -494,18 +500,30 @@ def _message_row(
     out["archive_reason"] = None
     if inactive:
         compacted = row.get("compacted")
-        out["archive_reason"] = "hermes: compacted" if compacted else "hermes: undone (rewound)"
+        out["archive_reason"] = ARCHIVE_PREFIX + ("compacted" if compacted else "undone (rewound)")
     report.messages.kept_in_extra += len(extra)
     return out
 
 
-def _write_session(uow: UnitOfWork, item: _Session, dry_run: bool) -> tuple[bool, int, int]:
-    """Create or update one session and add its new messages; (created, new, present)."""
+def _write_session(uow: UnitOfWork, item: _Session, dry_run: bool) -> tuple[bool, int, int, int]:
+    """Create or update one session and add its new messages;
+    (created, new, present, present rows whose active state changed)."""
     created = not uow.sessions.exists(item.sid)
-    stored = set() if created else uow.messages.uids(item.sid)
+    stored = {} if created else uow.messages.states(item.sid)
     fresh = [m for m in item.messages if m["uid"] not in stored]
+    # A row already imported follows the source's active state (a later /undo, or its
+    # restore); a row this store archived itself (a repair) is never brought back.
+    flips = []
+    for m in item.messages:
+        state = stored.get(m["uid"])
+        if state is None or state[0] == m["active"]:
+            continue
+        if m["active"] and not (state[1] or "").startswith(ARCHIVE_PREFIX):
+            continue
+        flips.append(m)
+    counts = (created, len(fresh), len(item.messages) - len(fresh), len(flips))
     if dry_run:
-        return created, len(fresh), len(item.messages) - len(fresh)
+        return counts
     v = item.values
     if created:
         uow.sessions.create(
@@ -528,8 +546,10 @@ def _write_session(uow: UnitOfWork, item: _Session, dry_run: bool) -> tuple[bool
         extra=item.extra,
     )
     uow.messages.insert_rows(fresh)
+    for m in flips:
+        uow.messages.set_active(item.sid, m["uid"], bool(m["active"]), reason=m["archive_reason"])
     uow.messages.recount(item.sid)
-    return created, len(fresh), len(item.messages) - len(fresh)
+    return counts
 
 
 def _first_ts(item: _Session) -> float:
@@ -632,15 +652,18 @@ def _run(
         item = _Session(sid, values, extra, rows_out)
         if report.dry_run:
             with store.unit_of_work() as uow:  # read only: never committed
-                created, new, present = _write_session(uow, item, True)
+                created, new, present, flipped = _write_session(uow, item, True)
         else:
-            created, new, present = store.write(partial(_write_session, item=item, dry_run=False))
+            created, new, present, flipped = store.write(
+                partial(_write_session, item=item, dry_run=False)
+            )
         if created:
             report.sessions.imported += 1
         else:
             report.sessions.already_present += 1
         report.messages.imported += new
         report.messages.already_present += present
+        report.messages.updated += flipped
         done += len(rows_out)
         if progress is not None:
             progress(done, total)

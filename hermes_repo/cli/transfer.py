@@ -350,7 +350,8 @@ def _hermes_summary(report: HermesImportReport) -> str:
     lines = [
         f"{verb} {report.source} (Hermes schema {report.schema_version}): "
         f"sessions {s.imported} new, {s.already_present} already present; "
-        f"messages {m.imported} new, {m.already_present} already present "
+        f"messages {m.imported} new, {m.already_present} already present"
+        f"{f' ({m.updated} with a new active state)' if m.updated else ''} "
         f"({s.kept_in_extra + m.kept_in_extra} value(s) kept in extra)"
     ]
     for name, counts in report.tables.items():

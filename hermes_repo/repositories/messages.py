@@ -129,6 +129,23 @@ class MessageRepository:
         rows = self._session.execute(stmt)
         return [row_to_message(r, with_ids=with_ids) for r in rows]
 
+    def states(self, session_id: str) -> dict[str, tuple[int, str | None]]:
+        """Every stored uid of the session with its ``active`` flag and archive reason."""
+        stmt = select(_messages.c.uid, _messages.c.active, _messages.c.archive_reason).where(
+            _messages.c.session_id == session_id
+        )
+        return {uid: (active, reason) for uid, active, reason in self._session.execute(stmt)}
+
+    def set_active(
+        self, session_id: str, uid: str, active: bool, *, reason: str | None = None
+    ) -> None:
+        """Mark one row active, or archived with ``reason`` (call :meth:`recount` after)."""
+        self._session.execute(
+            update(_messages)
+            .where(_messages.c.session_id == session_id, _messages.c.uid == uid)
+            .values(active=1 if active else 0, archive_reason=None if active else reason)
+        )
+
     def uids(self, session_id: str) -> set[str]:
         """Every uid stored for the session (active or archived)."""
         stmt = select(_messages.c.uid).where(_messages.c.session_id == session_id)

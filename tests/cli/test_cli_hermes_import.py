@@ -32,6 +32,7 @@ def test_import_recognises_a_hermes_state_db_by_its_header(
         "imported": 200,
         "already_present": 0,
         "kept_in_extra": report["tables"]["messages"]["kept_in_extra"],
+        "updated": 0,
     }
     assert report["tables"]["messages"]["kept_in_extra"] > 0
 

@@ -331,6 +331,44 @@ def test_a_later_copy_adds_only_the_new_sessions_and_messages(
     assert total[0] == 203
 
 
+def test_a_later_undo_or_restore_in_hermes_follows_but_a_repair_here_stays(
+    store: StateStore, source_dir: Path
+) -> None:
+    src = source_dir / V16
+    store.import_hermes_db(src)
+    s1, s4 = S1[V16], S4[V16]
+    # Here: the repair archives S4's duplicate tool result (127).
+    assert store.load_conversation(s4, repair=True).repairs > 0
+    (repaired,) = _store_rows(
+        store, "SELECT active FROM messages WHERE uid = ?", (f"hermes:{s4}:127",)
+    )
+    assert repaired[0] == 0
+    # There: Hermes restores 40/41 and undoes 43; 127 stays active in Hermes.
+    conn = sqlite3.connect(src)
+    with conn:
+        conn.execute("UPDATE messages SET active = 1 WHERE id IN (40, 41)")
+        conn.execute("UPDATE messages SET active = 0 WHERE id = 43")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    for side in ("-wal", "-shm"):
+        Path(f"{src}{side}").unlink(missing_ok=True)
+
+    report = store.import_hermes_db(src)
+
+    assert report.messages.updated == 3 and report.messages.imported == 0
+    states = {
+        r["uid"]: r["active"]
+        for r in _store_rows(
+            store, "SELECT uid, active FROM messages WHERE session_id IN (?, ?)", (s1, s4)
+        )
+    }
+    assert (states[f"hermes:{s1}:40"], states[f"hermes:{s1}:41"]) == (1, 1)
+    assert states[f"hermes:{s1}:43"] == 0
+    assert states[f"hermes:{s4}:127"] == 0  # archived by this store's repair: kept so
+    (counter,) = _store_rows(store, "SELECT message_count FROM sessions WHERE id = ?", (s1,))
+    assert counter[0] == 43 - 1
+
+
 _KILLER = textwrap.dedent(
     """
     import os, sys, time
