@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 from pathlib import Path
 
 from tests.cli.conftest import Cli
@@ -76,3 +77,36 @@ def test_import_of_malformed_sequences_keeps_them_for_an_explicit_repair(
     by_session = {s["session_id"]: s["by_rule"] for s in report["sessions"]}
     # S4: two consecutive user rows and a duplicate tool result, as Hermes wrote them.
     assert by_session["20260302_083000_f90eab"] == {"merge_user": 1, "duplicate_tool_result": 1}
+
+
+def test_sessions_export_gives_back_the_values_kept_in_extra(
+    cli: Cli, home: Path, tmp_path: Path
+) -> None:
+    src = _copy(tmp_path)
+    assert cli("--home", home, "import", src).code == 0
+    sid = "20260303_190500_100786"  # S5: Codex reasoning and message items
+    conn = sqlite3.connect(f"file:{src}?mode=ro&immutable=1", uri=True)
+    try:
+        source = conn.execute(
+            "SELECT id, codex_reasoning_items, codex_message_items, platform_message_id "
+            "FROM messages WHERE session_id = ? AND active = 1 ORDER BY id",
+            (sid,),
+        ).fetchall()
+    finally:
+        conn.close()
+
+    result = cli("--home", home, "sessions", "export", sid)
+
+    assert result.code == 0, result.stderr
+    exported = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [m["uid"] for m in exported] == [f"hermes:{sid}:{r[0]}" for r in source]
+    kept = 0
+    for message, (_, reasoning, items, platform_id) in zip(exported, source, strict=True):
+        for key, value in (
+            ("codex_reasoning_items", reasoning),
+            ("codex_message_items", items),
+            ("platform_message_id", platform_id),
+        ):
+            assert message.get(key) == value
+            kept += value is not None
+    assert kept > 0
