@@ -12,7 +12,9 @@ source's own files are only ever read, never opened for writing.
 Columns are read by name (``PRAGMA table_info``), never by position: real installs were
 upgraded in place, so later columns sit at the end in any order, and a column a version
 lacks is simply absent. What has a column here lands in it; every other non-NULL value
-is kept in the row's JSON ``extra`` (messages and sessions both have one). Rows of other
+is kept in the row's JSON ``extra`` (messages and sessions both have one; a message value
+that could not be used as is, e.g. a timestamp in milliseconds, is kept there as
+``hermes_timestamp`` and the row keeps its place with the time before it). Rows of other
 tables that name a session (``session_id``) go into that session's ``extra`` under
 ``"hermes_tables"``; the rest (``state_meta``, ``system_prompts``, topic modes...) are
 kept in this store's ``state_meta`` as ``hermes_import.<table>``. Full-text tables and
@@ -103,6 +105,9 @@ _MESSAGE_MAPPED = frozenset(
 )
 _MESSAGE_TEXT = ("tool_call_id", "tool_name", "finish_reason", "reasoning", "api_content")
 _MESSAGE_JSON = ("tool_calls", "reasoning_details")
+_LOADED_KEYS = frozenset(
+    {"timestamp", "uid", "id", "active", "archived_at", "archive_reason", "display_only"}
+)
 # Hermes' own bookkeeping, rebuilt by any writer: not data.
 _SKIPPED_TABLES = frozenset({"schema_version", "sqlite_sequence"})
 
@@ -492,6 +497,9 @@ def _message_row(
         message["timestamp"] = last_ts if last_ts is not None else 0.0
         report.warnings.append(f"{exc}; kept in extra, the row keeps its place")
     out = message_to_row(sid, message)
+    # A loaded message sets these keys itself after merging extra: a source value kept
+    # under the same name would be hidden, so it is kept as hermes_<name>.
+    extra = {(f"hermes_{k}" if k in _LOADED_KEYS else k): v for k, v in extra.items()}
     out["extra"] = dumps(extra) if extra else None
     active = row.get("active")
     inactive = active is not None and not active

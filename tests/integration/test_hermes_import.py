@@ -624,3 +624,48 @@ def test_a_hand_made_layout_with_unknown_and_missing_columns_imports(
     assert first["display_identity"] == {"$base64": "AP8="}
     assert second["content"] == "hello" and "display_kind" not in second
     assert "display_identity" not in second and "extra" not in second
+
+
+def test_values_no_column_can_hold_are_kept_and_warned_about(
+    store: StateStore, tmp_path: Path
+) -> None:
+    # A garbage (millisecond) timestamp, a role this store has no place for, a parent
+    # the source lost, and messages whose session the source lost.
+    src = tmp_path / "odd.db"
+    conn = sqlite3.connect(src)
+    conn.executescript(
+        """
+        CREATE TABLE sessions (id TEXT PRIMARY KEY, source TEXT NOT NULL,
+            parent_session_id TEXT, started_at REAL NOT NULL);
+        CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL,
+            role TEXT NOT NULL, content TEXT, timestamp REAL NOT NULL);
+        INSERT INTO sessions VALUES ('odd_1', 'cli', 'gone_0', 1772000000.0);
+        INSERT INTO messages (session_id, role, content, timestamp) VALUES
+            ('odd_1', 'user', 'first', 1772000001.0),
+            ('odd_1', 'user', 'late clock', 1772000002000.0),
+            ('odd_1', 'session_meta', '{"k": 1}', 1772000003.0),
+            ('nobody', 'user', 'orphan', 1772000004.0);
+        """
+    )
+    conn.commit()
+    conn.close()
+
+    report = store.import_hermes_db(src)
+
+    assert (report.sessions.imported, report.messages.imported) == (1, 3)
+    text = " | ".join(report.warnings)
+    assert "milliseconds" in text and "'session_meta'" in text
+    assert "gone_0" in text and "1 message(s) name a session the source does not hold" in text
+    with store.unit_of_work() as uow:
+        session = uow.sessions.require("odd_1")
+        assert session.parent_session_id is None
+        assert json.loads(session.extra or "{}") == {"parent_session_id": "gone_0"}
+    first, late, meta = store.load_conversation("odd_1").messages
+    assert first["content"] == "first"
+    # The garbage time is given back as it was; the row kept its place and a usable time.
+    assert late["content"] == "late clock" and late["hermes_timestamp"] == 1772000002000.0
+    assert meta["role"] == "session_meta" and meta["display_only"] is True
+    (stored,) = _store_rows(
+        store, "SELECT role, timestamp FROM messages WHERE uid = 'hermes:odd_1:2'"
+    )
+    assert tuple(stored) == ("user", 1772000001.0)
