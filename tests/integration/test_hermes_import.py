@@ -23,6 +23,7 @@ import pytest
 
 from hermes_repo import StateStore
 from hermes_repo.errors import ImportSourceError
+from tests.support import damage
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hermes"
 V6 = "hermes_state_v6-aebf322.db"
@@ -548,6 +549,19 @@ def test_a_truncated_file_is_refused_and_nothing_written(
     bad.write_bytes((source_dir / V16).read_bytes()[: 300 * 1024])
     with pytest.raises(ImportSourceError, match=r"truncated.*declares \d+ pages.*restore it"):
         store.import_hermes_db(bad)
+    _nothing_written(store)
+
+
+def test_a_file_damaged_past_its_first_sessions_is_refused_and_nothing_written(
+    store: StateStore, source_dir: Path
+) -> None:
+    src = source_dir / V16
+    last_leaf = damage.btree_pages(src, "messages", "leaf")[-1]  # the last session's rows
+    damage.overwrite_page(src, last_leaf, seed=13)
+    for side in ("-wal", "-shm"):
+        Path(f"{src}{side}").unlink(missing_ok=True)
+    with pytest.raises(ImportSourceError, match=r"is damaged|the file is damaged"):
+        store.import_hermes_db(src)
     _nothing_written(store)
 
 
