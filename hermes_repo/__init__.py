@@ -15,6 +15,7 @@ The public contract::
 from .errors import (
     DatabaseBusyError,
     HermesRepoError,
+    ImportSourceError,
     IntegrityViolation,
     NotFoundError,
     SchemaMismatchError,
@@ -24,6 +25,7 @@ from .errors import (
     UnsafePathError,
     WriteFailedError,
 )
+from .hermes_import import HermesImportReport
 from .repositories import SearchHit
 from .store import Conversation, StateStore, StoreHealth
 from .transcript.recovery import RecoveryReport
@@ -34,7 +36,9 @@ __all__ = [
     "Conversation",
     "DatabaseBusyError",
     "FlushResult",
+    "HermesImportReport",
     "HermesRepoError",
+    "ImportSourceError",
     "IntegrityViolation",
     "NotFoundError",
     "RecoveryReport",

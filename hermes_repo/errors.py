@@ -17,6 +17,7 @@ __all__ = [
     "DatabaseBusyError",
     "ErrorKind",
     "HermesRepoError",
+    "ImportSourceError",
     "IntegrityViolation",
     "NotFoundError",
     "SchemaMismatchError",
@@ -59,6 +60,11 @@ class NotFoundError(HermesRepoError):
 
 class IntegrityViolation(HermesRepoError):
     """A constraint refused the write (duplicate uid, bad role...): the input is at fault."""
+
+
+class ImportSourceError(HermesRepoError):
+    """A file handed to an import is not what it must be (not SQLite, truncated, not a
+    Hermes Agent store): refused before anything is written."""
 
 
 class SearchQueryError(HermesRepoError):

@@ -76,6 +76,9 @@ class AgentSession(Base):
     tool_call_count: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     input_tokens: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     output_tokens: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    # Fields with no column (e.g. everything an imported Hermes Agent session carries
+    # beyond ours), as a JSON object, so nothing handed to the store is dropped.
+    extra: Mapped[str | None] = mapped_column(Text)
 
     __table_args__ = (
         Index(None, "started_at"),

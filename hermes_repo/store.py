@@ -24,6 +24,7 @@ from .errors import (
     DatabaseBusyError,
     ErrorKind,
     HermesRepoError,
+    ImportSourceError,
     SchemaMismatchError,
     StateDbCorruptError,
     StoreClosedError,
@@ -33,6 +34,7 @@ from .errors import (
     sqlite_code,
     translate,
 )
+from .hermes_import import HermesImportReport, import_hermes_db
 from .holders import HolderLock, StoreHeldError
 from .ops import migrate
 from .ops.fts_rebuild import RebuildOutcome, guarded_rebuild
@@ -530,6 +532,21 @@ class StateStore:
                 report.kept,
                 f"; {'; '.join(report.errors)}" if report.errors else "",
             )
+
+    def import_hermes_db(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        dry_run: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> HermesImportReport:
+        """Import a Hermes Agent ``state.db`` without touching it or losing a value;
+        idempotent and incremental (see :mod:`hermes_repo.hermes_import`)."""
+        if Path(path).resolve() == self.path.resolve():
+            raise ImportSourceError(
+                f"{path} is this store's own file; pass the state.db of a Hermes Agent home"
+            )
+        return import_hermes_db(self, Path(path), dry_run=dry_run, progress=progress)
 
     def append_message(
         self,

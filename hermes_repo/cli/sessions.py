@@ -22,7 +22,7 @@ from rich.text import Text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-from ..codec import scrub
+from ..codec import loads, scrub
 from ..errors import translate
 from ..models import AgentSession
 from ..ops.repair import RepairReport, repair_store
@@ -81,6 +81,8 @@ def session_dict(row: AgentSession) -> dict[str, Any]:
         "tool_call_count": row.tool_call_count,
         "input_tokens": row.input_tokens,
         "output_tokens": row.output_tokens,
+        # Fields with no column (an imported Hermes session's billing, workspace...).
+        "extra": None if row.extra is None else loads(row.extra),
     }
 
 

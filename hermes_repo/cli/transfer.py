@@ -47,6 +47,7 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, T
 from ..codec import check_timestamp, dumps, escape_surrogates, message_to_row, scrub
 from ..engine import DB_NAME
 from ..errors import ConfigurationError, HermesRepoError, StorageFullError, UnsafePathError
+from ..hermes_import import HermesImportReport, is_sqlite_file
 from ..ids import validate_session_id
 from ..ops.snapshots import SNAPSHOT_DIR
 from ..repositories import SessionRepository
@@ -317,15 +318,74 @@ def run_import(state: CliState, path: Path) -> ImportReport:
     return report
 
 
+def _hermes_progress() -> Progress:
+    console = stderr_console()
+    return Progress(
+        TextColumn("[bold]importing Hermes state.db"),
+        BarColumn(),
+        TaskProgressColumn(),
+        TextColumn("{task.completed}/{task.total} messages"),
+        TimeElapsedColumn(),
+        console=console,
+        disable=not console.is_terminal,  # see _progress
+        transient=True,
+    )
+
+
+def run_hermes_import(state: CliState, path: Path, *, dry_run: bool) -> HermesImportReport:
+    """Import a Hermes Agent state.db with a progress bar on a terminal's stderr."""
+    store = state.store
+    with _hermes_progress() as progress:
+        task = progress.add_task("import", total=None)
+
+        def advance(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        return store.import_hermes_db(path, dry_run=dry_run, progress=advance)
+
+
+def _hermes_summary(report: HermesImportReport) -> str:
+    s, m = report.sessions, report.messages
+    verb = "would import" if report.dry_run else "imported"
+    lines = [
+        f"{verb} {report.source} (Hermes schema {report.schema_version}): "
+        f"sessions {s.imported} new, {s.already_present} already present; "
+        f"messages {m.imported} new, {m.already_present} already present"
+        f"{f' ({m.updated} with a new active state)' if m.updated else ''} "
+        f"({s.kept_in_extra + m.kept_in_extra} value(s) kept in extra)"
+    ]
+    for name, counts in report.tables.items():
+        if name not in ("sessions", "messages"):
+            lines.append(f"  {name}: {counts.read} row(s) kept in extra")
+    lines.extend(f"warning: {w}" for w in report.warnings)
+    return "\n".join(lines)
+
+
 @click.command("import")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["jsonl", "hermes-db"]),
+    default=None,
+    help="Force the format (default: an SQLite file is a Hermes state.db, else JSON Lines).",
+)
+@click.option("--dry-run", is_flag=True, help="Hermes state.db: read and check all, write nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.pass_obj
-def import_command(state: CliState, file: Path, as_json: bool) -> None:
-    """Import sessions and messages from a JSON Lines FILE.
+def import_command(
+    state: CliState, file: Path, fmt: str | None, dry_run: bool, as_json: bool
+) -> None:
+    """Import sessions and messages from a Hermes Agent state.db or a JSON Lines FILE.
+
+    A file that starts with SQLite's header is read as a Hermes Agent state.db (any
+    schema version): opened read-only and immutable (never written, no -wal or -shm
+    left beside it), every value kept (what has no column goes to the row's extra),
+    one session per unit of work. Re-running adds only what is new, so a later copy of
+    the same Hermes home, or an interrupted import, is finished by the same command.
 
     \b
-    Format (one JSON object a line; blank lines are ignored):
+    JSON Lines format (one JSON object a line; blank lines are ignored):
       {"session": {"id": "s1", "source": "cli", "title": "..."}}
       {"session_id": "s1", "message": {"role": "user", "content": "hi", "uid": "m1"}}
     A message line follows its session's line. Session keys: id (required), source,
@@ -340,8 +400,23 @@ def import_command(state: CliState, file: Path, as_json: bool) -> None:
 
     \b
     Example:
+      hermes-repo import ~/.hermes/state.db --dry-run
       hermes-repo import samples/sample_sessions.jsonl
     """
+    if fmt is None:
+        fmt = "hermes-db" if is_sqlite_file(file) else "jsonl"
+    if fmt == "hermes-db":
+        hermes = run_hermes_import(state, file, dry_run=dry_run)
+        if as_json:
+            echo_json(hermes.as_dict())
+        else:
+            click.echo(_hermes_summary(hermes))
+        return
+    if dry_run:
+        raise CliError(
+            f"--dry-run is for a Hermes state.db and {file} is read as JSON Lines; "
+            "leave out --dry-run (a JSON Lines re-import adds nothing twice)"
+        )
     report = run_import(state, file)
     if as_json:
         echo_json(report.as_dict())

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sqlalchemy import bindparam, func, insert, select, update
+from sqlalchemy import bindparam, func, insert, select, text, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
@@ -42,6 +42,15 @@ _bump = (
         message_count=_sessions.c.message_count + bindparam("n_messages"),
         tool_call_count=_sessions.c.tool_call_count + bindparam("n_calls"),
     )
+)
+# json_array_length of a valid JSON array, as tool_call_count counts a list.
+_recount = text(
+    "UPDATE sessions SET "
+    "message_count = (SELECT count(*) FROM messages WHERE session_id = :sid AND active = 1), "
+    "tool_call_count = (SELECT coalesce(sum(CASE WHEN json_valid(tool_calls) "
+    "AND json_type(tool_calls) = 'array' THEN json_array_length(tool_calls) ELSE 0 END), 0) "
+    "FROM messages WHERE session_id = :sid AND active = 1) "
+    "WHERE id = :sid"
 )
 
 
@@ -85,6 +94,20 @@ class MessageRepository:
         self._session.execute(_insert, rows)
         return len(rows)
 
+    def insert_rows(self, rows: Iterable[Mapping[str, Any]]) -> int:
+        """Insert rows made by :func:`codec.message_to_row` (plus ``active``,
+        ``archived_at``, ``archive_reason``) as they are, leaving the counters alone:
+        call :meth:`recount` after. Every row must have the same keys."""
+        batch = list(rows)
+        if batch:
+            self._session.execute(_insert, batch)
+        return len(batch)
+
+    def recount(self, session_id: str) -> None:
+        """Set the session's counters from its active rows (after a bulk insert that
+        carried rows in any state, e.g. an import of archived rows)."""
+        self._session.execute(_recount, {"sid": session_id})
+
     def list(
         self,
         session_id: str,
@@ -105,6 +128,23 @@ class MessageRepository:
             stmt = stmt.limit(limit)
         rows = self._session.execute(stmt)
         return [row_to_message(r, with_ids=with_ids) for r in rows]
+
+    def states(self, session_id: str) -> dict[str, tuple[int, str | None]]:
+        """Every stored uid of the session with its ``active`` flag and archive reason."""
+        stmt = select(_messages.c.uid, _messages.c.active, _messages.c.archive_reason).where(
+            _messages.c.session_id == session_id
+        )
+        return {uid: (active, reason) for uid, active, reason in self._session.execute(stmt)}
+
+    def set_active(
+        self, session_id: str, uid: str, active: bool, *, reason: str | None = None
+    ) -> None:
+        """Mark one row active, or archived with ``reason`` (call :meth:`recount` after)."""
+        self._session.execute(
+            update(_messages)
+            .where(_messages.c.session_id == session_id, _messages.c.uid == uid)
+            .values(active=1 if active else 0, archive_reason=None if active else reason)
+        )
 
     def uids(self, session_id: str) -> set[str]:
         """Every uid stored for the session (active or archived)."""

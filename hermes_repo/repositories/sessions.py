@@ -10,14 +10,15 @@ plausible epoch seconds (:func:`hermes_repo.codec.check_timestamp`).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
-from ..codec import TEXT_MARK, check_timestamp, decode_text, encode_text
+from ..codec import TEXT_MARK, check_timestamp, decode_text, dumps, encode_text
 from ..errors import IntegrityViolation, NotFoundError
 from ..ids import new_session_id, validate_session_id
 from ..models import AgentSession, sessions_table
@@ -85,8 +86,12 @@ class SessionRepository:
         title: str | None = None,
         parent_session_id: str | None = None,
         started_at: float | None = None,
+        extra: Mapping[str, Any] | None = None,
     ) -> str:
-        """Create a session and return its id (generated when not given)."""
+        """Create a session and return its id (generated when not given).
+
+        ``extra`` holds fields that have no column, kept as a JSON object.
+        """
         sid = validate_session_id(id) if id is not None else new_session_id()
         if parent_session_id is not None:
             validate_session_id(parent_session_id)
@@ -106,9 +111,44 @@ class SessionRepository:
         if self.exists(sid):
             raise IntegrityViolation(f"session {sid!r} already exists")
         self._db.execute(
-            insert(_sessions).values(id=sid, parent_session_id=parent_session_id, **values)
+            insert(_sessions).values(
+                id=sid,
+                parent_session_id=parent_session_id,
+                extra=dumps(dict(extra)) if extra else None,
+                **values,
+            )
         )
         return sid
+
+    def update(
+        self,
+        session_id: str,
+        *,
+        title: str | None = None,
+        ended_at: float | None = None,
+        end_reason: str | None = None,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Set these fields of an existing session to the given values (None clears).
+
+        Used to bring a session up to date with a later copy of its source (an import).
+        """
+        result = self._db.execute(
+            update(_sessions)
+            .where(_sessions.c.id == session_id)
+            .values(
+                title=_text("title", title),
+                ended_at=None if ended_at is None else check_timestamp(ended_at, "ended_at"),
+                end_reason=_text("end_reason", end_reason),
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                extra=dumps(dict(extra)) if extra else None,
+            )
+        )
+        if result.rowcount == 0:  # type: ignore[attr-defined]
+            raise NotFoundError(f"session {session_id!r} does not exist")
 
     def ensure(
         self, session_id: str, *, source: str = "cli", started_at: float | None = None
