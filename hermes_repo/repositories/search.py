@@ -14,7 +14,11 @@ Routing:
   nothing), ranked by bm25. bm25 still reads every row of each term to weigh it, so a
   query with a term of more than :data:`RANK_CUTOFF` hits (a cheap bounded count tells)
   is not ranked at all: its results come newest first. A word query with no hit and
-  terms of 3+ characters falls back to substring search.
+  terms of 3+ characters falls back to substring search. A term without letters or
+  digits (emoji, ``?``, U+FFFD), which unicode61 drops, becomes an escaped LIKE
+  condition on the rows the word index finds, so it narrows the hits in every role.
+* Only such terms (no word, no CJK): a LIKE scan of every row, newest first; the
+  trigram index would miss the tool rows it does not hold.
 * CJK text and substrings: the trigram index for terms of 3+ characters, most recent
   first; terms of 1-2 characters (which trigram cannot match) become escaped LIKE
   conditions, alone or on top of the trigram candidates. The trigram index holds tool
@@ -194,13 +198,21 @@ class SearchRepository:
         params["limit"] = int(limit)
         if not use_fts:
             return self._like(terms, filters, params)
-        words = all(_has_word_char(t) for t in terms) and not any(fts.has_cjk(t) for t in terms)
-        if words:
-            hits = self._words(terms, filters, params)
-            word_terms = [t for t in terms if _has_word_char(t)]
-            hits = _merge(hits, self._beyond_cap(_WORDS, word_terms, filters, params), limit)
-            if hits or any(len(t) < 3 for t in terms):
+        cjk = any(fts.has_cjk(t) for t in terms)
+        word_terms = [t for t in terms if _has_word_char(t)]
+        if not cjk and word_terms:
+            # A token without letters or digits (emoji, "?", U+FFFD) is no word to
+            # unicode61, and the trigram index skips most tool rows: it is checked with
+            # LIKE on the rows the word index finds, which covers every role.
+            signs = [t for t in terms if not _has_word_char(t)]
+            hits = self._words(word_terms, signs, filters, params)
+            hits = _merge(hits, self._beyond_cap(_WORDS, terms, filters, params), limit)
+            if hits or any(len(t) < 3 for t in word_terms):
                 return hits
+        elif not cjk:
+            # Only signs: no index holds them for every role (tool rows without CJK are
+            # not in the trigram index), so the rows are scanned, newest first.
+            return self._like(terms, filters, params)
         long_terms = [t for t in terms if len(t) >= 3]
         # Tool rows are in the trigram index only when they hold CJK, so only a query
         # with CJK can find every matching tool row there.
@@ -230,9 +242,17 @@ class SearchRepository:
         rows = self._rows(sql, params)
         return [SearchHit(int(r[0]), r[1], r[2], r[3] or "", float(r[4])) for r in rows]
 
-    def _words(self, terms: list[str], filters: str, params: dict[str, Any]) -> list[SearchHit]:
-        phrases = [fts_phrase(t) for t in terms if _has_word_char(t)]
+    def _words(
+        self, terms: list[str], signs: list[str], filters: str, params: dict[str, Any]
+    ) -> list[SearchHit]:
+        """Word search for ``terms``; each of ``signs`` (terms without letters or digits,
+        which unicode61 drops) must also occur in the row's text."""
+        phrases = [fts_phrase(t) for t in terms]
         params = {**params, "match": " ".join(phrases)}
+        for i, sign in enumerate(signs):
+            # Part of the filters, so the ranked path's candidates all hold every sign.
+            filters += f" AND {text_projection('m')} LIKE :s{i} ESCAPE '\\'"
+            params[f"s{i}"] = like_pattern(sign)
         snip = (
             f"snippet(messages_fts, -1, '{SNIPPET_OPEN}', '{SNIPPET_CLOSE}', '…',"
             f" {_SNIPPET_TOKENS})"

@@ -255,3 +255,103 @@ def test_a_term_under_the_rank_cutoff_is_ranked_by_bm25(store: StateStore) -> No
     top = store.search("omnipresent", limit=10)
     heavy = [h for h in top if h.snippet.count("omnipresent") > 1]
     assert len(heavy) == 10  # the rows repeating the term, not the newest rows
+
+
+@pytest.fixture
+def signs(store: StateStore) -> dict[str, int]:
+    """The same text in a user and a tool row (tool rows without CJK are not in the
+    trigram index), and tool rows holding signs: tokens without letters or digits."""
+    with store.unit_of_work() as uow:
+        sid = uow.sessions.create(id="signs")
+        ids = {
+            "user": uow.messages.append(sid, {"role": "user", "content": "deploy 🚀 done"}),
+            "tool": uow.messages.append(
+                sid, {"role": "tool", "content": "deploy 🚀 done", "tool_name": "sh"}
+            ),
+            "deploy-only": uow.messages.append(
+                sid, {"role": "tool", "content": "deploy done", "tool_name": "sh"}
+            ),
+            # Stored exactly; its searchable text holds U+FFFD for the lone surrogate.
+            "surrogate": uow.messages.append(
+                sid, {"role": "tool", "content": "build \ud83d failed", "tool_name": "sh"}
+            ),
+            "build-only": uow.messages.append(
+                sid, {"role": "tool", "content": "build passed", "tool_name": "sh"}
+            ),
+            "question": uow.messages.append(
+                sid, {"role": "tool", "content": "delta ??? 100% x", "tool_name": "sh"}
+            ),
+            "assistant": uow.messages.append(
+                sid, {"role": "assistant", "content": "delta without a question"}
+            ),
+        }
+        uow.commit()
+    return ids
+
+
+def _found(store: StateStore, query: str, role: str | None = None) -> set[int]:
+    return {h.message_id for h in store.search(query, session_id="signs", role=role)}
+
+
+def test_a_word_with_an_emoji_finds_every_role_that_holds_both(
+    store: StateStore, signs: dict[str, int]
+) -> None:
+    assert _found(store, "deploy 🚀") == {signs["user"], signs["tool"]}
+    assert _found(store, "🚀 deploy", role="tool") == {signs["tool"]}
+    # The emoji still narrows: a row with the word alone is no hit.
+    assert signs["deploy-only"] in _found(store, "deploy")
+    _index_is_live(store)
+
+
+def test_a_lone_surrogate_in_the_query_finds_the_tool_row_that_holds_it(
+    store: StateStore, signs: dict[str, int]
+) -> None:
+    assert _found(store, "build \ud83d") == {signs["surrogate"]}
+    assert _found(store, "build \ufffd") == {signs["surrogate"]}
+    _index_is_live(store)
+
+
+@pytest.mark.parametrize("query", ["delta ?", "delta ???", "??? delta", "delta %", "delta 100%"])
+def test_a_word_with_punctuation_finds_the_tool_row_and_wildcards_stay_literal(
+    store: StateStore, signs: dict[str, int], query: str
+) -> None:
+    assert _found(store, query) == {signs["question"]}
+    _index_is_live(store)
+
+
+@pytest.mark.parametrize("query", ["???", "🚀"])
+def test_a_query_of_signs_alone_finds_every_role(
+    store: StateStore, signs: dict[str, int], query: str
+) -> None:
+    expected = {"???": {signs["question"]}, "🚀": {signs["user"], signs["tool"]}}[query]
+    assert _found(store, query) == expected
+
+
+def test_a_word_with_an_emoji_is_ranked_by_bm25_among_rows_holding_both(
+    store: StateStore,
+) -> None:
+    """The word path's ranking policy holds for such queries: most relevant first,
+    and every candidate holds the emoji."""
+    with store.unit_of_work() as uow:
+        sid = uow.sessions.create(id="signs")
+        uow.messages.append_many(
+            sid,
+            [
+                {
+                    "role": "tool" if i % 2 else "user",
+                    "content": "ship " * (6 if i % 7 == 0 else 1)
+                    + ("🚀" if i % 3 else "")
+                    + f" r{i}",
+                    "tool_name": "sh" if i % 2 else None,
+                }
+                for i in range(70)
+            ],
+        )
+        uow.commit()
+    # Rows 7, 14, 28, 35, 49, 56 repeat the word and hold the emoji (0, 21, 42, 63 lack it).
+    top = store.search("ship 🚀", session_id="signs", limit=6)
+    assert all(h.snippet.count("ship") > 1 for h in top)
+    assert {h.role for h in top} == {"user", "tool"}
+    every = store.search("ship 🚀", session_id="signs", limit=100)
+    assert len(every) == len([i for i in range(70) if i % 3]) == 46
+    assert all("🚀" in h.snippet for h in every)
