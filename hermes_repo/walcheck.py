@@ -93,10 +93,12 @@ class DamagedWal:
         """The salvage command that reads the saved set."""
         source = self.saved_db if self.saved_db is not None else self.wal.with_name("state.db")
         out = shlex.quote(str(recovered_path(self.wal.with_name("state.db"))))
+        home = shlex.quote(str(self.wal.parent))
+        src = shlex.quote(str(source))
+        # Two commands; the caller wraps the whole in one pair of backticks.
         return (
-            f"hermes-repo sessions recover --source {shlex.quote(str(source))} --inspect-only"
-            f", then `hermes-repo sessions recover --source {shlex.quote(str(source))} "
-            f"--output {out}`"
+            f"hermes-repo --home {home} sessions recover --source {src} --inspect-only`"
+            f", then `hermes-repo --home {home} sessions recover --source {src} --output {out}"
         )
 
     def message(self) -> str:
@@ -199,8 +201,8 @@ def preserve_damaged_wal(db_path: Path) -> DamagedWal | None:
             f"{wal} has a damaged header ({reason}) and could not be saved ({exc}); the "
             "store was not opened, so SQLite cannot discard its committed frames. Free "
             "space beside the store (or fix permissions) and retry, or salvage it now with "
-            f"`hermes-repo sessions recover --source {shlex.quote(str(db_path))} "
-            "--inspect-only`"
+            f"`hermes-repo --home {shlex.quote(str(db_path.parent))} sessions recover "
+            f"--source {shlex.quote(str(db_path))} --inspect-only`"
         ) from exc
 
 

@@ -39,16 +39,14 @@ def test_a_second_incident_is_salvaged_into_a_new_folder(home: Path) -> None:
     assert first.exists()  # db replace leaves the salvaged source behind
 
     # The installed store gets new rows, then is damaged too.
-    with StateStore.open(home) as store:
-        with store.unit_of_work() as uow:
-            uow.sessions.create(id="after-the-first-incident")
-            uow.commit()
+    with StateStore.open(home) as store, store.unit_of_work() as uow:
+        uow.sessions.create(id="after-the-first-incident")
+        uow.commit()
     db = home / "state.db"
     damage.checkpoint_and_close(db)
     damage.damage_first_leaf(db, "messages")
 
     second = _follow_the_doctor(home)
     assert second != first
-    with StateStore.open(home) as store:
-        with store.unit_of_work() as uow:
-            assert uow.sessions.exists("after-the-first-incident")  # not the stale store
+    with StateStore.open(home) as store, store.unit_of_work() as uow:
+        assert uow.sessions.exists("after-the-first-incident")  # not the stale store
