@@ -26,6 +26,7 @@ import contextlib
 import logging
 import os
 import re
+import shlex
 import threading
 import time
 from dataclasses import dataclass
@@ -63,11 +64,13 @@ log = logging.getLogger("hermes_repo.quarantine")
 
 NEXT_STEPS = (
     "stop every process using the store, then run "
-    "`hermes-repo sessions recover --source {db} --inspect-only` and, if rows are "
-    "recoverable, `hermes-repo sessions recover --source {db} --output NEW.db` and put "
-    "it in place of the old file with `hermes-repo db replace NEW.db`; "
-    "or restore a snapshot (`hermes-repo snapshot list`)"
+    "`hermes-repo --home {home} sessions recover --source {db} --inspect-only` and, if "
+    "rows are recoverable, `hermes-repo --home {home} sessions recover --source {db} "
+    "--output NEW.db` and put it in place of the old file with "
+    "`hermes-repo --home {home} db replace NEW.db`; "
+    "or restore a snapshot (`hermes-repo --home {home} snapshot list`)"
 )
+"""The next steps for a quarantined store; ``{db}`` and ``{home}`` are shell-quoted."""
 
 # What a quarantined store may no longer run on any connection: anything that can write.
 _WRITES = re.compile(
@@ -87,7 +90,10 @@ class QuarantineInfo:
 
     @property
     def next_steps(self) -> str:
-        return NEXT_STEPS.format(db=self.path)
+        # --home on every command: the operator's HERMES_HOME may name another store.
+        return NEXT_STEPS.format(
+            db=shlex.quote(self.path), home=shlex.quote(os.path.dirname(self.path))
+        )
 
     def message(self) -> str:
         return (

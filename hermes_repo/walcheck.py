@@ -40,6 +40,7 @@ __all__ = [
     "WalSaveError",
     "notes",
     "preserve_damaged_wal",
+    "recovered_path",
     "saved_sets",
     "wal_header_problem",
 ]
@@ -53,6 +54,25 @@ SAVED_MARK = ".damaged-wal-"
 _HEADER = 32
 _FRAME_HEADER = 24
 _MIN_PAGE = 512
+
+
+def recovered_path(db_path: Path) -> Path:
+    """Where a salvage of ``db_path`` goes: ``<home>/recovered-<UTC stamp>/state.db``.
+
+    The stamp is the damaged file's modification time, so every hint about the same
+    incident (doctor, repair, this module) names the same folder, and the next
+    incident, on the file ``db replace`` installed, gets a new one: the folder of a
+    salvage already installed is never offered again.
+    """
+    try:
+        when = os.lstat(db_path).st_mtime_ns
+    except OSError:
+        when = time.time_ns()
+    seconds, rest = divmod(when, 1_000_000_000)
+    # Microseconds: two incidents within one second (a test, a crash loop) still differ.
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(seconds)) + f".{rest // 1000:06d}Z"
+    return db_path.parent / f"recovered-{stamp}" / db_path.name
+
 
 # Saved sets of this process, by store: health() reports them.
 _saved: dict[Path, list[DamagedWal]] = {}
@@ -72,11 +92,13 @@ class DamagedWal:
     def recover_command(self) -> str:
         """The salvage command that reads the saved set."""
         source = self.saved_db if self.saved_db is not None else self.wal.with_name("state.db")
-        out = shlex.quote(str(self.wal.parent / "recovered" / "state.db"))
+        out = shlex.quote(str(recovered_path(self.wal.with_name("state.db"))))
+        home = shlex.quote(str(self.wal.parent))
+        src = shlex.quote(str(source))
+        # Two commands; the caller wraps the whole in one pair of backticks.
         return (
-            f"hermes-repo sessions recover --source {shlex.quote(str(source))} --inspect-only"
-            f", then `hermes-repo sessions recover --source {shlex.quote(str(source))} "
-            f"--output {out}`"
+            f"hermes-repo --home {home} sessions recover --source {src} --inspect-only`"
+            f", then `hermes-repo --home {home} sessions recover --source {src} --output {out}"
         )
 
     def message(self) -> str:
@@ -179,8 +201,8 @@ def preserve_damaged_wal(db_path: Path) -> DamagedWal | None:
             f"{wal} has a damaged header ({reason}) and could not be saved ({exc}); the "
             "store was not opened, so SQLite cannot discard its committed frames. Free "
             "space beside the store (or fix permissions) and retry, or salvage it now with "
-            f"`hermes-repo sessions recover --source {shlex.quote(str(db_path))} "
-            "--inspect-only`"
+            f"`hermes-repo --home {shlex.quote(str(db_path.parent))} sessions recover "
+            f"--source {shlex.quote(str(db_path))} --inspect-only`"
         ) from exc
 
 

@@ -194,14 +194,30 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
     ctx.exit(0)
 
 
+def _home_option(ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
+    # Path("") is Path("."): an empty --home (an unset variable in a script) would
+    # silently make a store in the current folder.
+    if value is None:
+        return None
+    if not value:
+        raise click.BadParameter(
+            "is empty; give the folder that holds state.db (or leave --home out to use "
+            "$HERMES_HOME, else ~/.hermes)",
+            ctx,
+            param,
+        )
+    return Path(value)
+
+
 @click.group(
     cls=_HermesGroup,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 @click.option(
     "--home",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=click.Path(file_okay=False),
     default=None,
+    callback=_home_option,
     metavar="DIR",
     help="Folder holding state.db. [default: $HERMES_HOME, else ~/.hermes]",
 )

@@ -18,6 +18,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from .. import hints
 from ..engine import default_home
 from ..store import StateStore
 from ..transcript import spool
@@ -180,5 +181,6 @@ def recover(state: CliState, session_id: str | None, budget: float | None, as_js
     if report.errors:
         raise CliError(
             f"{len(report.errors)} spool file(s) not recovered: {'; '.join(report.errors)}; "
-            "they are kept: fix the cause and run `hermes-repo pending recover` again"
+            "they are kept: fix the cause and run "
+            f"`{hints.command(state.db_path.parent, 'pending recover')}` again"
         )

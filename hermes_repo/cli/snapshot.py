@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from .. import hints
 from ..ops import migrate
 from ..ops import snapshots as ops
 from ._numbers import KEEP
@@ -118,7 +119,8 @@ def list_command(state: CliState, as_json: bool) -> None:
     if not snaps:
         # Plain echo: rich would fold the line at the terminal width, mid-command.
         folder = ops.snapshots_dir(state.home)
-        click.echo(f"no snapshots in {folder}; take one with `hermes-repo snapshot create`")
+        create = hints.command(state.db_path.parent, "snapshot create")
+        click.echo(f"no snapshots in {folder}; take one with `{create}`")
         return
     # Two plain lines a snapshot rather than a table: a table folds the ids (which
     # people copy into `snapshot restore`) or drops columns on a narrow terminal.
@@ -155,11 +157,12 @@ def restore(state: CliState, snapshot_id: str, yes: bool, as_json: bool) -> None
     Example:
       hermes-repo snapshot restore 20260101T093000Z-3fa9c1 --yes
     """
+    home = state.db_path.parent
     if not yes:
         if not sys.stdin.isatty():
             raise CliError(
                 "refusing to restore without confirmation: stdin is not a terminal; "
-                f"re-run as `hermes-repo snapshot restore {snapshot_id} --yes`"
+                f"re-run as `{hints.command(home, f'snapshot restore {snapshot_id} --yes')}`"
             )
         snaps = {s.id: s for s in ops.list_snapshots(state.home)}
         chosen = snaps.get(snapshot_id)

@@ -34,6 +34,7 @@ import json
 import os
 import secrets
 import stat
+import struct
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -506,11 +507,43 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 _FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
 
 
+# Files SQLite keeps beside a database, and the spool files a store keeps in sessions/.
+_JOURNAL_SUFFIXES = ("-wal", "-shm", "-journal")
+_SPOOL_SUFFIXES = (".pending.jsonl", ".rejected.jsonl")
+# A -wal starts with one of two magic numbers (big-endian); a -shm with the WAL
+# version, 3007000, in the machine's byte order.
+_WAL_HEADS = tuple(struct.pack(">I", magic) for magic in (0x377F0682, 0x377F0683))
+_SHM_HEADS = (struct.pack("<I", 3007000), struct.pack(">I", 3007000))
+
+
+def _store_file_problem(path: Path) -> str | None:
+    """Why ``path`` (absolute) is a file of some store, judged by its name and folder."""
+    folder = path.parent
+    if os.path.lexists(folder / DB_NAME):
+        return f"its folder holds a store ({folder / DB_NAME}), whose files only the store writes"
+    if folder.name == SESSIONS_DIR and os.path.lexists(folder.parent / DB_NAME):
+        return f"it is in the spool folder of the store {folder.parent / DB_NAME}"
+    for suffix in _JOURNAL_SUFFIXES:
+        base = path.name.removesuffix(suffix)
+        if base != path.name and os.path.lexists(folder / base):
+            return f"it is the {suffix} file SQLite keeps beside the database {folder / base}"
+    for suffix in _SPOOL_SUFFIXES:
+        if path.name.endswith(suffix):
+            return f"its name ({suffix}) is that of a store's spool file"
+    return None
+
+
 def _refuse_store_targets(output: Path, home: Path) -> None:
-    """Refuse an export target that is a database or one of the store's own files.
+    """Refuse an export target that is a database or a file of any store.
 
     ``-o ~/.hermes/state.db`` used to replace the live database with JSON Lines and
-    exit 0. Paths are compared after resolving symlinks, so no spelling slips past.
+    exit 0; ``-o OTHER/state.db-wal`` replaced another store's log (its committed
+    messages lost, and the doctor then saw a healthy, emptier store), and ``-o
+    OTHER/sessions/<sid>.pending.jsonl`` a spooled message. A target is refused by its
+    name and folder (the files of a store, of this one or any other, and the journal
+    files of any database) and, when it exists, by its first bytes (an SQLite
+    database, a ``-wal``, a ``-shm``). Paths are checked as given and after resolving
+    symlinks, so no spelling slips past.
     """
     target = Path(os.path.realpath(output))
     real_home = Path(os.path.realpath(home))
@@ -525,6 +558,13 @@ def _refuse_store_targets(output: Path, home: Path) -> None:
             raise UnsafePathError(
                 f"{output} is inside the store's {folder}/ folder, which only the store "
                 f"writes; {fix}"
+            )
+    for candidate in dict.fromkeys((Path(os.path.abspath(output)), target)):
+        problem = _store_file_problem(candidate)
+        if problem is not None:
+            raise UnsafePathError(
+                f"{output} may be a file of a store ({problem}); the export refuses to "
+                f"write there; {fix}"
             )
     try:
         mode = os.stat(output).st_mode
@@ -546,6 +586,16 @@ def _refuse_store_targets(output: Path, home: Path) -> None:
     if header == SQLITE_HEADER:
         raise UnsafePathError(
             f"{output} is an SQLite database; the export refuses to write JSON over it; {fix}"
+        )
+    if header[:4] in _WAL_HEADS:
+        raise UnsafePathError(
+            f"{output} is an SQLite write-ahead log (-wal); it may hold a database's "
+            f"committed rows, and the export refuses to write over it; {fix}"
+        )
+    if header[:4] in _SHM_HEADS:
+        raise UnsafePathError(
+            f"{output} is an SQLite shared-memory index (-shm); the export refuses to "
+            f"write over it; {fix}"
         )
 
 

@@ -42,8 +42,8 @@ from typing import Any, Literal, Protocol
 from sqlalchemy.exc import DBAPIError
 
 from .. import fts, walcheck
-from ..engine import DB_NAME, Driver, db_path_for_home, select_driver
-from ..errors import ErrorKind, classify
+from ..engine import DB_NAME, Driver, check_journal_files, db_path_for_home, select_driver
+from ..errors import ErrorKind, UnsafePathError, classify
 from ..holders import holder_pids
 from ..models import Base
 from ..quarantine import quarantine_info
@@ -76,6 +76,7 @@ __all__ = [
     "check_fts_coverage",
     "check_header",
     "check_holders",
+    "check_journal",
     "check_quarantine",
     "check_quick_check",
     "check_schema",
@@ -157,6 +158,13 @@ class DoctorReadError(Exception):
     """The store could not be read for a check (the message carries SQLite's error)."""
 
 
+class JournalFileError(DoctorReadError):
+    """A symlink or non-regular file sits at ``-wal``/``-shm``/``-journal``.
+
+    :func:`check_journal` reports it; the checks that would read through SQLite skip.
+    """
+
+
 class DoctorContext:
     """What every check shares: paths, driver, one read-only connection, commands.
 
@@ -207,6 +215,12 @@ class DoctorContext:
         if self._conn is None:
             if not self.exists:
                 raise DoctorReadError(f"{self.db_path} does not exist")
+            try:
+                check_journal_files(self.db_path)
+            except UnsafePathError as exc:
+                # SQLite would follow the link (or fail on the folder as CANTOPEN):
+                # check_journal_files reports it once, by name, with its fix.
+                raise JournalFileError(str(exc)) from exc
             try:
                 # as_uri percent-encodes the path: a "?" or "#" in a folder name
                 # would otherwise end it early.
@@ -376,6 +390,8 @@ def check_schema(ctx: DoctorContext) -> CheckResult:
         return CheckResult("schema", None)
     try:
         revision = ctx.value("SELECT version_num FROM alembic_version")
+    except JournalFileError:
+        raise  # reported once, by check_journal
     except DoctorReadError:
         return CheckResult("schema", None)  # the store check reported why
     if revision != migrate.head_revision():
@@ -431,6 +447,8 @@ def check_store(ctx: DoctorContext) -> CheckResult:
         return CheckResult("store", facts, findings)  # check_header reports it
     try:
         tables = _read_store(ctx, facts)
+    except JournalFileError:
+        return CheckResult("store", facts, findings)  # check_journal names the file
     except DoctorReadError as exc:
         # The facts gathered so far are still worth showing next to the finding.
         findings.append(_unreadable("store", ctx, exc))
@@ -604,6 +622,8 @@ def _index_status(ctx: DoctorContext, ix: fts.FtsIndex, tables: set[str]) -> Fts
     def read(what: str, sql: str) -> Any:
         try:
             return ctx.value(sql)
+        except JournalFileError:
+            raise  # reported once, by check_journal
         except DoctorReadError as exc:
             status.problems.append(f"{what} unreadable: {exc}")
             return None
@@ -632,6 +652,8 @@ def _index_status(ctx: DoctorContext, ix: fts.FtsIndex, tables: set[str]) -> Fts
     else:
         try:
             result = [str(r[0]) for r in ctx.rows(f"PRAGMA integrity_check({ix.name})")]
+        except JournalFileError:
+            raise  # reported once, by check_journal
         except DoctorReadError as exc:
             status.integrity = str(exc)
         else:
@@ -750,6 +772,8 @@ def check_fts_coverage(ctx: DoctorContext) -> CheckResult:
         return CheckResult("fts_coverage", None)  # no schema, or no index: reported elsewhere
     try:
         problems = [str(p) for p in fts.coverage_check(ctx.rows)]
+    except JournalFileError:
+        raise  # reported once, by check_journal
     except DoctorReadError as exc:
         problems = [f"the index could not be probed: {exc}"]
     findings = [
@@ -768,8 +792,14 @@ def check_fts_coverage(ctx: DoctorContext) -> CheckResult:
 
 
 def recovered_path(db_path: Path) -> Path:
-    """Where the salvage commands put the new store: ``<home>/recovered/state.db``."""
-    return db_path.parent / "recovered" / DB_NAME
+    """Where the salvage commands put the new store: ``<home>/recovered-<stamp>/state.db``.
+
+    One folder per incident: ``db replace`` leaves the salvaged store's folder behind,
+    and a fixed name would send the operator of the next incident to the previous
+    incident's stale store (or fail on "already exists"). See
+    :func:`hermes_repo.walcheck.recovered_path`.
+    """
+    return walcheck.recovered_path(db_path)
 
 
 def replace_command(db_path: Path) -> str:
@@ -825,6 +855,23 @@ class WalHeaderFacts:
         return out
 
 
+def check_journal(ctx: DoctorContext) -> CheckResult:
+    """A symlink or non-regular file at ``-wal``/``-shm``/``-journal``, named with its fix.
+
+    SQLite opens those by name and follows a link; a folder in their place makes every
+    read fail as SQLITE_CANTOPEN, which is not damage: moving the file away fixes it.
+    """
+    try:
+        check_journal_files(ctx.db_path)
+    except UnsafePathError as exc:
+        # engine's message: "<file> is a symlink; SQLite would keep ... there. Move it away ..."
+        text = str(exc)
+        split = text.rfind("Move it away")
+        cause, fix = (text[:split].rstrip(". "), text[split:]) if split > 0 else (text, text)
+        return CheckResult("journal", None, [Finding("journal-file-unsafe", "error", cause, fix)])
+    return CheckResult("journal", None)
+
+
 def check_wal_header(ctx: DoctorContext) -> CheckResult:
     """A ``-wal`` whose header is invalid: saved aside before this doctor's first read.
 
@@ -832,6 +879,8 @@ def check_wal_header(ctx: DoctorContext) -> CheckResult:
     committed frames are in no read the other checks make: they would call the store
     healthy. Sets saved earlier (by any open) stay a finding until salvaged and removed.
     """
+    if any(f.code == "journal-file-unsafe" for f in ctx.findings):
+        return CheckResult("wal_header", None)  # check_journal named the file
     try:
         found = walcheck.preserve_damaged_wal(ctx.db_path)
     except walcheck.WalSaveError as exc:
@@ -943,6 +992,8 @@ def check_quick_check(ctx: DoctorContext) -> CheckResult:
     facts = QuickCheckFacts(tables={})
     try:
         present = {r[0] for r in ctx.rows("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except JournalFileError:
+        raise  # reported once, by check_journal
     except DoctorReadError as exc:
         if not _is_damage(exc):
             raise
@@ -953,6 +1004,8 @@ def check_quick_check(ctx: DoctorContext) -> CheckResult:
             continue  # no schema yet (check_store reports it), or the schema is unreadable
         try:
             result = [str(r[0]) for r in ctx.rows(f"PRAGMA quick_check({table})")]
+        except JournalFileError:
+            raise  # reported once, by check_journal
         except DoctorReadError as exc:
             if not _is_damage(exc):
                 raise
@@ -1238,6 +1291,7 @@ Check = Callable[[DoctorContext], CheckResult]
 # Report order. The header comes first (a file that is not a database skips every SQL
 # read); holders come last (whether they matter depends on what the others found).
 CHECKS: list[Check] = [
+    check_journal,
     check_wal_header,
     check_header,
     check_store,
@@ -1303,6 +1357,8 @@ def _unreadable(name: str, ctx: DoctorContext, exc: DoctorReadError) -> Finding:
 def _run(check: Check, ctx: DoctorContext) -> CheckResult:
     try:
         return check(ctx)
+    except JournalFileError:
+        return CheckResult(check.__name__.removeprefix("check_"), None)  # see check_journal
     except DoctorReadError as exc:
         name = check.__name__.removeprefix("check_")
         return CheckResult(name, None, [_unreadable(name, ctx, exc)])

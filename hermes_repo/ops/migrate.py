@@ -19,6 +19,7 @@ from sqlalchemy.engine import Connection
 from ..engine import WRITE_OPTION
 from ..errors import ConfigurationError
 from ..models import Base
+from ..walcheck import recovered_path
 
 __all__ = [
     "CANONICAL_TABLES",
@@ -131,11 +132,12 @@ def damaged_schema_fix(db_path: Path, status: SchemaStatus) -> str:
     """
     home = shlex.quote(str(db_path.parent))
     source = shlex.quote(str(db_path))
+    new_db = shlex.quote(str(recovered_path(db_path)))
     salvage = (
         f"salvage the rows with `hermes-repo sessions recover --source {source} --output "
-        f"{shlex.quote(str(db_path.parent / 'recovered' / db_path.name))}` and install them "
+        f"{new_db}` and install them "
         f"with `hermes-repo --home {home} db replace "
-        f"{shlex.quote(str(db_path.parent / 'recovered' / db_path.name))}`, or restore a "
+        f"{new_db}`, or restore a "
         f"snapshot taken before the damage (`hermes-repo --home {home} snapshot list`)"
     )
     if status.status == "unversioned":

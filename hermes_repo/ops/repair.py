@@ -121,6 +121,7 @@ _INDEX = frozenset(
 # Doctor findings that stop the repair before it starts (the fix is another command).
 _REFUSED = frozenset(
     {
+        "journal-file-unsafe",
         "store-missing",
         "schema-empty",
         "schema-foreign",

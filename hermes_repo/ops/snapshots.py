@@ -52,7 +52,7 @@ from typing import Any, Literal
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 
-from .. import walcheck
+from .. import hints, walcheck
 from ..engine import Driver, db_path_for_home, select_driver
 from ..errors import (
     ErrorKind,
@@ -309,7 +309,7 @@ def _store_alone(db_path: Path, snapshot_id: str) -> Iterator[None]:
                 f"cannot restore over {db_path}: the store is open in another process "
                 "(or in a StateStore this process did not close); stop it (e.g. the "
                 "gateway or agent) and run "
-                f"`hermes-repo snapshot restore {snapshot_id}` again"
+                f"`{hints.command(db_path.parent, f'snapshot restore {snapshot_id}')}` again"
             ) from exc
         yield
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -204,7 +205,7 @@ def test_restore_refusals_are_one_line_errors(home: Path, cli: Cli) -> None:
         assert_one_error_line(
             cli("--home", home, "snapshot", "restore", snap["id"], "--yes"),
             "another process",
-            f"hermes-repo snapshot restore {snap['id']}",
+            f"hermes-repo --home {shlex.quote(str(home))} snapshot restore {snap['id']}",
         )
 
     manifest = Path(snap["manifest"])

@@ -3,6 +3,7 @@ files, snapshots, holders), on real files, writing nothing."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -78,7 +79,11 @@ def test_not_a_database_header_is_one_finding_with_the_salvage_commands(
     assert not header.ok and header.magic.startswith("NOT A DATABASE")
     fix = report.findings[0].fix
     assert f"hermes-repo sessions recover --source {db} --inspect-only" in fix
-    assert f"--output {seeded_home / 'recovered' / 'state.db'}" in fix
+    # One salvage folder per incident, named by the damaged file's time.
+    assert re.search(
+        rf"--output {re.escape(str(seeded_home))}/recovered-\d{{8}}T\d{{6}}\.\d{{6}}Z/state\.db",
+        fix,
+    )
     assert damage.file_digest(db) == before
 
 
