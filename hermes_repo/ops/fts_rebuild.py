@@ -23,6 +23,7 @@ import contextlib
 import json
 import logging
 import os
+import shlex
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -267,7 +268,8 @@ def _rebuild_alone(
             ok=False,
             reason=(
                 "the canonical tables fail quick_check: the file itself is damaged, an FTS "
-                "rebuild would make it worse; run `hermes-repo sessions recover --inspect-only`"
+                "rebuild would make it worse; run `hermes-repo sessions recover --source "
+                f"{shlex.quote(str(db_path))} --inspect-only`"
             ),
         )
     need = 2 * _store_bytes(db_path)
