@@ -353,8 +353,13 @@ def _check_keys(field: str, value: Any) -> None:
 
 def _walk_keys(field: str, value: Any) -> None:
     stack: list[tuple[str, Any]] = [(field, value)]
+    # A structure that contains itself is visited once (json then names the cycle).
+    seen: set[int] = set()
     while stack:
         path, node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
         if isinstance(node, Mapping):
             for key, child in node.items():
                 if key.__class__ is not str and not isinstance(key, str):
