@@ -4,6 +4,18 @@ A message is an OpenAI-style dict. Known keys map to columns; JSON-valued keys a
 as compact JSON text; any other key is kept in ``extra`` so nothing the caller handed in
 is dropped. Returned dicts omit keys whose value is None.
 
+**Keys the layer writes itself** (:data:`LAYER_KEYS`: ``id``, ``session_id``,
+``active``, ``archived_at``, ``archive_reason``) are kept too when a caller sends them
+(``id`` is common in Anthropic and OpenAI Responses messages): ``extra`` stores them
+under an escaped name, :data:`TEXT_MARK` + the key, and any caller key that itself
+starts with :data:`TEXT_MARK` gets one more mark, so names never collide. A plain read
+restores the caller's keys exactly. The output stays unambiguous: when the layer writes
+one of these keys into a returned message (``id`` with ``with_ids=True``; ``active``,
+``archived_at`` and ``archive_reason`` on an archived row) and the caller sent the same
+key, that message's ``extra`` keys are returned in their stored, escaped form (the
+caller's ``id`` as ``"\ufdd0id"``), so the layer's value and the caller's never mix.
+``display_only`` must be a bool (or None).
+
 **Any string is stored, lone surrogates included.** Python strings may hold lone
 surrogates (``"\\ud83d"`` from a stream cut mid-emoji, ``"\\udc80"`` from
 ``os.fsdecode``); SQLite text and UTF-8 files cannot. No schema change is needed:
@@ -28,7 +40,9 @@ surrogates (``"\\ud83d"`` from a stream cut mid-emoji, ``"\\udc80"`` from
 the wrong type in a column (a dict as ``finish_reason``, bytes as ``reasoning``), an
 integer column (``token_count``) outside SQLite's signed 64 bits, NaN or infinite numbers
 inside JSON values, bytes, sets, other objects JSON cannot say, circular or too deeply
-nested structures, a non-string key, a ``uid`` that is not plain text, and a timestamp
+nested structures, a non-string key anywhere in a message (JSON would silently turn
+``1``, ``True`` and ``None`` into ``"1"``, ``"true"`` and ``"null"``; the error names
+the key's path), a ``uid`` that is not plain text, and a timestamp
 that is not plausible epoch seconds (:func:`check_timestamp`: a real number with
 ``0 <= t <`` :data:`MAX_TIMESTAMP`, the start of the year 3000 UTC; a millisecond epoch
 is named as such). Inside JSON values integers of any size are kept (JSON text holds
@@ -49,6 +63,7 @@ from .errors import IntegrityViolation
 from .models import ROLES
 
 __all__ = [
+    "LAYER_KEYS",
     "MAX_TIMESTAMP",
     "MESSAGE_COLUMNS",
     "ROW_COLUMNS",
@@ -73,7 +88,7 @@ __all__ = [
 _TEXT = ("tool_call_id", "tool_name", "finish_reason", "reasoning", "api_content")
 _PLAIN = ("role", "tool_call_id", "tool_name", "token_count", "finish_reason", "reasoning")
 _JSON = ("tool_calls", "reasoning_details")
-# Keys the layer owns or derives: never copied to `extra`.
+# Keys stored in columns (or derived): never copied to `extra` as they are.
 _RESERVED = frozenset(
     {
         *_PLAIN,
@@ -84,13 +99,11 @@ _RESERVED = frozenset(
         "timestamp",
         "uid",
         "name",
-        "id",
-        "active",
-        "archived_at",
-        "archive_reason",
-        "session_id",
     }
 )
+# Keys the layer itself writes into returned messages (row id, archive state). A
+# caller's value under one of them is kept in `extra` under an escaped name.
+LAYER_KEYS = frozenset({"id", "session_id", "active", "archived_at", "archive_reason"})
 
 # The columns message_to_row fills, in INSERT order.
 ROW_COLUMNS = (
@@ -136,6 +149,7 @@ MESSAGE_COLUMNS = (
     "archive_reason",
 )
 
+_ARCHIVE_KEYS = ("active", "archived_at", "archive_reason")
 #: Timestamps are epoch seconds in ``[0, MAX_TIMESTAMP)``: 3000-01-01T00:00:00Z.
 MAX_TIMESTAMP = 32503680000.0
 #: First character of a text column value stored in its reversible encoding.
@@ -325,6 +339,50 @@ def _extra_json(extra: dict[str, Any]) -> str:
         return _json("extra keys", extra)
 
 
+def _check_keys(field: str, value: Any) -> None:
+    """Refuse a dict key JSON would silently turn into another string (``1``, ``True``,
+    ``None``, ``1.5``), naming its path. Only containers are visited: plain values cost
+    one type check."""
+    cls = value.__class__
+    if cls is not dict and cls is not list:
+        if isinstance(value, Mapping | list | tuple):
+            _walk_keys(field, value)
+        return
+    _walk_keys(field, value)
+
+
+def _walk_keys(field: str, value: Any) -> None:
+    stack: list[tuple[str, Any]] = [(field, value)]
+    # A structure that contains itself is visited once (json then names the cycle).
+    seen: set[int] = set()
+    while stack:
+        path, node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, Mapping):
+            for key, child in node.items():
+                if key.__class__ is not str and not isinstance(key, str):
+                    if isinstance(key, int | float) or key is None:
+                        raise _bad(
+                            path,
+                            f"holds the {type(key).__name__} key {_short(key)}, which JSON "
+                            f"would turn into a string",
+                            "use string keys",
+                        )
+                    continue  # json itself refuses it, named by _json
+                if (
+                    child.__class__ is dict
+                    or child.__class__ is list
+                    or (isinstance(child, Mapping | list | tuple) and not isinstance(child, str))
+                ):
+                    stack.append((f"{path}[{key!r}]", child))
+        elif isinstance(node, list | tuple):
+            for i, child in enumerate(node):
+                if isinstance(child, Mapping | list | tuple):
+                    stack.append((f"{path}[{i}]", child))
+
+
 def new_uid() -> str:
     """A fresh idempotency key for a message."""
     return uuid.uuid4().hex
@@ -350,6 +408,7 @@ def content_columns(content: Any) -> dict[str, str | None]:
         if not has_surrogates(content):
             return {"content": content, "content_parts": None, "content_text": None}
         return {"content": None, "content_parts": dumps(content), "content_text": scrub(content)}
+    _check_keys("content", content)
     text = parts_text(content)
     return {
         "content": None,
@@ -423,24 +482,47 @@ def message_to_row(
                 "pass a count that fits in a signed 64-bit integer",
             )
         token_count = int(token_count)
-    extra = {k: v for k, v in message.items() if k not in _RESERVED}
+    extra: dict[str, Any] = {}
+    for key, value in message.items():
+        if key in _RESERVED:
+            continue
+        if key.__class__ is not str:
+            if not isinstance(key, str):
+                raise IntegrityViolation(
+                    f"message key {_short(key)} is a {type(key).__name__}; message keys "
+                    "must be strings"
+                )
+            key = str(key)
+        if key in LAYER_KEYS or key[:1] == TEXT_MARK:
+            key = TEXT_MARK + key  # the caller's value, kept apart from the layer's
+        elif value.__class__ is str or value is None:
+            extra[key] = value
+            continue
+        _check_keys(key, value)
+        extra[key] = value
     # `name` is kept as given (in extra); on tool rows it also fills the indexed
     # tool_name column when the caller did not set tool_name.
     tool_name = message.get("tool_name")
     name = message.get("name")
     if name is not None:
+        _check_keys("name", name)
         extra["name"] = name
         if tool_name is None and role == "tool" and isinstance(name, str):
             tool_name = name
-    if extra:
-        for key in extra:
-            if key.__class__ is not str and not isinstance(key, str):
-                raise IntegrityViolation(
-                    f"message key {_short(key)} is a {type(key).__name__}; message keys "
-                    "must be strings"
-                )
     tool_calls = message.get("tool_calls")
     details = message.get("reasoning_details")
+    if tool_calls is not None:
+        _check_keys("tool_calls", tool_calls)
+    if details is not None:
+        _check_keys("reasoning_details", details)
+    display_only = message.get("display_only")
+    if display_only is not None and display_only.__class__ is not bool:
+        raise _bad(
+            "display_only",
+            f"must be True, False or None, got {type(display_only).__name__} "
+            f"{_short(display_only)}",
+            "pass a bool",
+        )
     row: dict[str, Any] = {
         "session_id": session_id,
         "uid": uid,
@@ -456,7 +538,7 @@ def message_to_row(
         "reasoning_details": None if details is None else _json("reasoning_details", details),
         "api_content": _text("api_content", message.get("api_content")),
         "extra": _extra_json(extra) if extra else None,
-        "display_only": 1 if message.get("display_only") else 0,
+        "display_only": 1 if display_only else 0,
     }
     return row
 
@@ -494,6 +576,7 @@ def row_to_message(row: Any, *, with_ids: bool = False) -> dict[str, Any]:
     if tool_call_id is not None:
         msg["tool_call_id"] = decode_text(tool_call_id)
     extras = loads(extra) if extra is not None else None
+    escaped = extras is not None and TEXT_MARK in extra
     if tool_name is not None:
         tool_name = decode_text(tool_name)
         # A tool_name that only mirrors the caller's `name` was derived, not given.
@@ -510,6 +593,12 @@ def row_to_message(row: Any, *, with_ids: bool = False) -> dict[str, Any]:
     if api_content is not None:
         msg["api_content"] = decode_text(api_content)
     if extras:
+        if escaped and not (
+            (with_ids and TEXT_MARK + "id" in extras)
+            or (not active and any(TEXT_MARK + k in extras for k in _ARCHIVE_KEYS))
+        ):
+            # Plain read: restore the caller's keys (one mark less); see the docstring.
+            extras = {k[1:] if k[:1] == TEXT_MARK else k: v for k, v in extras.items()}
         msg.update(extras)
     if display_only:
         msg["display_only"] = True

@@ -8,7 +8,7 @@ import uuid
 
 from .errors import IntegrityViolation
 
-__all__ = ["MAX_SESSION_ID_LENGTH", "new_session_id", "validate_session_id"]
+__all__ = ["MAX_SESSION_ID_LENGTH", "check_session_id", "new_session_id", "validate_session_id"]
 
 MAX_SESSION_ID_LENGTH = 128
 # Letters, digits and . _ : - ; must start with a letter or digit (so never "." or "..").
@@ -37,4 +37,31 @@ def validate_session_id(session_id: object) -> str:
             f"session id {session_id!r} is not allowed: use letters, digits and . _ : - "
             "(starting with a letter or digit, no '..', no path separators)"
         )
+    return session_id
+
+
+def check_session_id(session_id: object, what: str = "session id") -> str:
+    """Return ``session_id`` if the store can look it up: a string SQLite can hold.
+
+    Looser than :func:`validate_session_id` (which new sessions must pass), so every id
+    stored by an earlier version still works; refuses what no stored row can have (a
+    non-string, a lone surrogate) with :class:`IntegrityViolation` instead of a raw
+    encoding error.
+    """
+    if session_id.__class__ is str:
+        text: str = session_id
+        if text.isascii():
+            return text
+    elif not isinstance(session_id, str):
+        raise IntegrityViolation(
+            f"{what} must be a string, got {type(session_id).__name__}; pass the id as text"
+        )
+    try:
+        session_id.encode("utf-8")
+    except UnicodeEncodeError:
+        raise IntegrityViolation(
+            f"{what} {session_id!r} is not valid Unicode text (it holds a lone surrogate or "
+            "bytes that are not UTF-8); pass the id exactly as `hermes-repo sessions list` "
+            "shows it"
+        ) from None
     return session_id

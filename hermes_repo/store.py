@@ -36,6 +36,7 @@ from .errors import (
 )
 from .hermes_import import HermesImportReport, import_hermes_db
 from .holders import HolderLock, StoreHeldError
+from .ids import check_session_id
 from .ops import migrate
 from .ops.fts_rebuild import RebuildOutcome, guarded_rebuild
 from .repositories import MessageRepository, SearchHit, SearchRepository
@@ -565,7 +566,7 @@ class StateStore:
         other error (FTS damage, a constraint, a full disk) hands the same row to
         :meth:`write`'s instrumented path, which degrades the index or translates.
         """
-        row = message_to_row(session_id, message)
+        row = message_to_row(check_session_id(session_id), message)
         calls = tool_call_count(message)
         self._guard.refuse()
 
@@ -649,6 +650,7 @@ class StateStore:
         is only read. Inspection loads never write: without ``repair``, or with
         ``include_inactive`` (an audit view is never reconciled).
         """
+        check_session_id(session_id)
         if repair and not include_inactive:
             # Imported on use: the transcript package builds on the store, not the
             # other way round, so a module-level import would be circular.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import sys
 from typing import IO, Any
 
@@ -63,7 +64,24 @@ def echo_json(value: Any) -> None:
     A lone surrogate (stored text may hold one) is written as its ``\\udXXX`` escape,
     so the output is valid JSON and the value reads back exactly.
     """
-    click.echo(escape_surrogates(json.dumps(value, ensure_ascii=False, indent=2)))
+    try:
+        text = json.dumps(value, ensure_ascii=False, indent=2, allow_nan=False)
+    except ValueError:  # a stored NaN or infinity (old rows, raw SQL): not JSON
+        text = json.dumps(finite(value), ensure_ascii=False, indent=2, allow_nan=False)
+    click.echo(escape_surrogates(text))
+
+
+def finite(value: Any) -> Any:
+    """``value`` with each NaN or infinite float as its repr string (``"inf"``,
+    ``"-inf"``, ``"nan"``): JSON output never holds ``Infinity`` or ``NaN``. Only used
+    once a strict write has failed, so the common output pays nothing."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(v) for v in value]
+    return value
 
 
 def format_time(epoch: float | None, *, seconds: bool = True) -> str:

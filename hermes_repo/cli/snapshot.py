@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import click
 
 from .. import hints
+from ..errors import IntegrityViolation
 from ..ops import migrate
 from ..ops import snapshots as ops
 from ._numbers import KEEP
@@ -87,6 +88,14 @@ def create(state: CliState, label: str | None, keep: int, as_json: bool) -> None
     Example:
       hermes-repo snapshot create --label nightly --keep 7
     """
+    if label is not None:
+        try:
+            label.encode("utf-8")
+        except UnicodeEncodeError:
+            raise IntegrityViolation(
+                f"snapshot label {label!r} is not valid Unicode text (bytes that are not "
+                "UTF-8); pass a label of plain text"
+            ) from None
     snap = ops.create_snapshot(state.home, label=label, keep=keep)
     if as_json:
         echo_json(snap.as_dict())

@@ -54,7 +54,7 @@ from ..ops.snapshots import SNAPSHOT_DIR
 from ..repositories import SessionRepository
 from ..transcript.spool import SESSIONS_DIR
 from ..uow import UnitOfWork
-from ._output import CliError, echo_json, format_time, stderr_console
+from ._output import CliError, echo_json, finite, format_time, stderr_console
 from .sessions import content_text, read_session, session_dict
 
 if TYPE_CHECKING:
@@ -685,7 +685,11 @@ def export_command(state: CliState, session_id: str, fmt: str, output: Path | No
         if fmt == "jsonl":
             # dumps writes a lone surrogate as its \\udXXX escape: the line is the message.
             for message in messages:
-                fh.write(dumps(message) + "\n")
+                try:
+                    line = dumps(message, strict=True)
+                except ValueError:  # a stored NaN or infinity: written as its repr string
+                    line = dumps(finite(message), strict=True)
+                fh.write(line + "\n")
         else:
             # For people: a lone surrogate shows as U+FFFD instead of failing the write.
             fh.write(scrub(render_markdown(info, messages)))

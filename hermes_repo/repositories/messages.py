@@ -17,6 +17,7 @@ from ..codec import (
     tool_call_count,
 )
 from ..errors import NotFoundError
+from ..ids import check_session_id
 from ..models import messages_table, sessions_table
 
 __all__ = ["BUMP_COUNTERS_SQL", "INSERT_MESSAGE_SQL", "MessageRepository"]
@@ -76,7 +77,8 @@ class MessageRepository:
 
     def append(self, session_id: str, message: Mapping[str, Any]) -> int:
         """Insert one message at the end of the session; returns its row id."""
-        return self.append_row(message_to_row(session_id, message), tool_call_count(message))
+        row = message_to_row(check_session_id(session_id), message)
+        return self.append_row(row, tool_call_count(message))
 
     def append_row(self, row: Mapping[str, Any], tool_calls: int) -> int:
         """Insert a row made by :func:`codec.message_to_row`; returns its row id."""
@@ -89,6 +91,7 @@ class MessageRepository:
         batch = list(messages)
         if not batch:
             return 0
+        check_session_id(session_id)
         rows = [message_to_row(session_id, m) for m in batch]
         self._bump_counters(session_id, len(rows), sum(tool_call_count(m) for m in batch))
         self._session.execute(_insert, rows)

@@ -20,7 +20,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 
 from ..codec import TEXT_MARK, check_timestamp, decode_text, dumps, encode_text
 from ..errors import IntegrityViolation, NotFoundError
-from ..ids import new_session_id, validate_session_id
+from ..ids import check_session_id, new_session_id, validate_session_id
 from ..models import AgentSession, sessions_table
 
 __all__ = ["SessionRepository"]
@@ -160,11 +160,11 @@ class SessionRepository:
         return True
 
     def exists(self, session_id: str) -> bool:
-        stmt = select(_sessions.c.id).where(_sessions.c.id == session_id)
+        stmt = select(_sessions.c.id).where(_sessions.c.id == check_session_id(session_id))
         return self._db.execute(stmt).first() is not None
 
     def get(self, session_id: str) -> AgentSession | None:
-        found = self._session.get(AgentSession, session_id)
+        found = self._session.get(AgentSession, check_session_id(session_id))
         return None if found is None else _decoded(found)
 
     def require(self, session_id: str) -> AgentSession:

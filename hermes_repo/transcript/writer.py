@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import os
 import threading
 import time
@@ -213,7 +214,16 @@ class TranscriptWriter:
                 failure = exc
         todo = []
         index = {id(m): i for i, m in enumerate(messages)}
-        for message in self._not_durable(usable, committed):
+        todo_in, reused = self._not_durable(usable, committed)
+        for message in reused:
+            refuse(
+                index[id(message)],
+                message["uid"],
+                f"uid {message['uid']!r} is already used by a different message earlier in "
+                "this flush; give each message its own uid (or leave uid out)",
+                message,
+            )
+        for message in todo_in:
             try:
                 message_to_row(self.session_id, message)
             except IntegrityViolation as exc:
@@ -295,16 +305,24 @@ class TranscriptWriter:
 
     def _not_durable(
         self, messages: list[dict[str, Any]], committed: set[str]
-    ) -> list[dict[str, Any]]:
-        seen: set[str] = set()
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The messages to store, and those reusing an earlier message's uid of this list
+        with different content (refused: storing either silently loses the other)."""
+        seen: dict[str, dict[str, Any]] = {}
         todo = []
+        reused = []
         for message in messages:
             uid = message["uid"]
-            # The same dict (or uid) twice in one list is one message.
-            if uid not in committed and uid not in seen:
-                seen.add(uid)
+            if uid in committed:
+                continue
+            first = seen.get(uid)
+            if first is None:
+                seen[uid] = message
                 todo.append(message)
-        return todo
+            elif first is not message and not _same(first, message):
+                reused.append(message)
+            # else: the same message twice in one list is one message
+        return todo, reused
 
     def _keep(self, refused: list[tuple[Rejection, Any]]) -> str | None:
         """Keep refused messages in ``<sid>.rejected.jsonl``; an error text if that failed."""
@@ -435,23 +453,52 @@ class TranscriptWriter:
         return f"TranscriptWriter(session_id={self.session_id!r}, {mode})"
 
 
+def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # a value whose == raises (e.g. an array) cannot prove sameness
+        return False
+
+
 def _repr_value(value: Any) -> dict[str, str]:
     return {"__repr__": repr(value)}
 
 
 def _rejected_line(reason: str, message: Any) -> bytes:
     """A refused message with its reason as one line: JSON where JSON can say it
-    (lone surrogates escaped, big integers and NaN as Python's JSON writes them), other
-    values as their repr, the whole message's repr when even that fails."""
+    (lone surrogates escaped, big integers as Python's JSON writes them), NaN, infinities
+    and other values JSON cannot say as ``{"__repr__": ...}``; the whole message's repr
+    when even that fails."""
     record: dict[str, Any] = {"_rejected": reason}
     try:
-        text = json.dumps(
-            {**record, "message": message},
-            ensure_ascii=False,
-            separators=(",", ":"),
-            default=_repr_value,
-        )
-        text = escape_surrogates(text)
+        try:
+            text = _json_line({**record, "message": message})
+        except ValueError:  # NaN or an infinity: not JSON, so written as its repr
+            text = _json_line({**record, "message": _finite(message)})
     except (TypeError, ValueError, RecursionError):
-        text = dumps({**record, "message_repr": repr(message)})
+        text = dumps({**record, "message_repr": repr(message)}, strict=True)
     return text.encode("utf-8")
+
+
+def _json_line(record: dict[str, Any]) -> str:
+    text = json.dumps(
+        record,
+        ensure_ascii=False,
+        separators=(",", ":"),
+        default=_repr_value,
+        allow_nan=False,
+    )
+    return escape_surrogates(text)
+
+
+def _finite(value: Any, depth: int = 0) -> Any:
+    """``value`` with each NaN or infinite float as ``{"__repr__": ...}`` (error path only)."""
+    if depth > 200:
+        raise RecursionError("too deeply nested")
+    if isinstance(value, float) and not math.isfinite(value):
+        return _repr_value(value)
+    if isinstance(value, dict):
+        return {k: _finite(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v, depth + 1) for v in value]
+    return value
