@@ -344,11 +344,38 @@ def _check_keys(field: str, value: Any) -> None:
     ``None``, ``1.5``), naming its path. Only containers are visited: plain values cost
     one type check."""
     cls = value.__class__
-    if cls is not dict and cls is not list:
-        if isinstance(value, Mapping | list | tuple):
-            _walk_keys(field, value)
+    if cls is not dict and cls is not list and not isinstance(value, Mapping | list | tuple):
         return
-    _walk_keys(field, value)
+    # The common case (no bad key) costs one walk without building paths; the path
+    # of a bad key is worked out only when there is one.
+    if _bad_key_inside(value):
+        _walk_keys(field, value)
+
+
+def _bad_key_inside(value: Any) -> bool:
+    stack = [value]
+    seen: set[int] = set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        children = node
+        if isinstance(node, Mapping):
+            for key in node:
+                # A key JSON would silently turn into another string.
+                if key.__class__ is not str and (isinstance(key, int | float) or key is None):
+                    return True
+            children = node.values()
+        for child in children:
+            cls = child.__class__
+            if (
+                cls is dict
+                or cls is list
+                or (cls is not str and isinstance(child, Mapping | list | tuple))
+            ):
+                stack.append(child)
+    return False
 
 
 def _walk_keys(field: str, value: Any) -> None:
