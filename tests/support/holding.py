@@ -41,17 +41,19 @@ _HOLDER = textwrap.dedent(
 
 
 @contextmanager
-def held_by_another_process(home: Path, signals: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """Yield a subprocess that has the store in ``home`` open until the block ends.
+def signalled_process(
+    script: str, args: list[str], ready: Path, stop: Path, what: str, *, stop_wait_s: float = 30
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run ``python -c script *args``; yield once it has created ``ready``; on leaving,
+    create ``stop`` and reap it (killed if it hangs), whether the block failed or not.
 
-    ``signals`` is a folder for the ready and stop files (created if missing).
+    ``what`` names the process in the errors (e.g. "the holder process").
     """
-    signals.mkdir(parents=True, exist_ok=True)
-    ready, stop = signals / "holder.ready", signals / "holder.stop"
+    ready.parent.mkdir(parents=True, exist_ok=True)
     ready.unlink(missing_ok=True)
     stop.unlink(missing_ok=True)
     proc = subprocess.Popen(
-        [sys.executable, "-c", _HOLDER, str(home), str(ready), str(stop)],
+        [sys.executable, "-c", script, *args],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
@@ -60,21 +62,34 @@ def held_by_another_process(home: Path, signals: Path) -> Iterator[subprocess.Po
         while not ready.exists():
             if proc.poll() is not None:
                 err = proc.stderr.read().decode() if proc.stderr else ""
-                raise RuntimeError(f"the holder process exited before opening the store: {err}")
+                raise RuntimeError(f"{what} exited before it was ready: {err}")
             if time.monotonic() > deadline:
-                raise RuntimeError("the holder process did not open the store within 30 s")
-            time.sleep(0.02)
+                raise RuntimeError(f"{what} was not ready within 30 s")
+            time.sleep(0.01)
         yield proc
     finally:
         stop.touch()
         try:
-            proc.wait(timeout=30)
+            proc.wait(timeout=stop_wait_s)
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
             if proc.stderr is not None:
                 proc.stderr.close()
+
+
+@contextmanager
+def held_by_another_process(home: Path, signals: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """Yield a subprocess that has the store in ``home`` open until the block ends.
+
+    ``signals`` is a folder for the ready and stop files (created if missing).
+    """
+    ready, stop = signals / "holder.ready", signals / "holder.stop"
+    with signalled_process(
+        _HOLDER, [str(home), str(ready), str(stop)], ready, stop, "the holder process"
+    ) as proc:
+        yield proc
 
 
 _LOCKER = textwrap.dedent(
@@ -188,32 +203,8 @@ def held_alone_by_another_process(
 ) -> Iterator[subprocess.Popen[bytes]]:
     """Yield a subprocess holding the store *exclusively* (as a repair does) until the
     block ends, or 20 s pass."""
-    signals.mkdir(parents=True, exist_ok=True)
     ready, stop = signals / "alone.ready", signals / "alone.stop"
-    ready.unlink(missing_ok=True)
-    stop.unlink(missing_ok=True)
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _ALONE, str(db_path), str(ready), str(stop)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while not ready.exists():
-            if proc.poll() is not None:
-                err = proc.stderr.read().decode() if proc.stderr else ""
-                raise RuntimeError(f"the exclusive holder exited before locking: {err}")
-            if time.monotonic() > deadline:
-                raise RuntimeError("the exclusive holder did not lock within 30 s")
-            time.sleep(0.02)
+    with signalled_process(
+        _ALONE, [str(db_path), str(ready), str(stop)], ready, stop, "the exclusive holder"
+    ) as proc:
         yield proc
-    finally:
-        stop.touch()
-        try:
-            proc.wait(timeout=30)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            if proc.stderr is not None:
-                proc.stderr.close()

@@ -8,13 +8,13 @@ separate process holding ``BEGIN IMMEDIATE`` is what a second agent would be.
 from __future__ import annotations
 
 import subprocess
-import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.support.holding import signalled_process
 
 __all__ = ["HeldLock", "write_lock_held_by_another_process"]
 
@@ -57,29 +57,13 @@ def write_lock_held_by_another_process(db: Path, signals: Path) -> Iterator[Held
     The lock is released by :meth:`HeldLock.release` or when the block ends; the
     process is always waited for (killed if it hangs).
     """
-    signals.mkdir(parents=True, exist_ok=True)
     ready, release = signals / "lock.ready", signals / "lock.release"
-    ready.unlink(missing_ok=True)
-    release.unlink(missing_ok=True)
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _HOLDER, str(db), str(ready), str(release)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        while not ready.exists():
-            if proc.poll() is not None:
-                err = proc.stderr.read().decode() if proc.stderr else ""
-                raise RuntimeError(f"the lock holder exited before taking the lock: {err}")
-            time.sleep(0.01)
+    with signalled_process(
+        _HOLDER,
+        [str(db), str(ready), str(release)],
+        ready,
+        release,
+        "the lock holder",
+        stop_wait_s=60,
+    ) as proc:
         yield HeldLock(proc, release)
-    finally:
-        release.touch()
-        try:
-            proc.wait(timeout=60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            if proc.stderr is not None:
-                proc.stderr.close()
