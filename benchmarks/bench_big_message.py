@@ -49,9 +49,8 @@ from _common import (
 )
 from sqlalchemy.pool import NullPool
 
-from hermes_repo import fts
 from hermes_repo.engine import create_store_engine
-from hermes_repo.ops import migrate
+from hermes_repo.schema import fts, migrate
 
 NAME = "big_message"
 ROLES = ("system", "user", "assistant", "tool")

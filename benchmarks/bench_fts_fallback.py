@@ -57,12 +57,12 @@ from _common import (
     write_json,
 )
 
-from hermes_repo import fts
 from hermes_repo.engine import create_store_engine
 from hermes_repo.holders import HolderLock
-from hermes_repo.ops.backup import backup_to
-from hermes_repo.ops.fts_rebuild import guarded_rebuild
 from hermes_repo.repositories.search import like_pattern
+from hermes_repo.schema import fts
+from hermes_repo.schema.backup import backup_to
+from hermes_repo.schema.fts_rebuild import guarded_rebuild
 
 NAME = "fts_fallback"
 LIMIT = 20

@@ -47,10 +47,10 @@ from _common import (
     write_json,
 )
 
-from hermes_repo import fts
 from hermes_repo.engine import DB_NAME
 from hermes_repo.ops.pagescan import PageSource, Scanner
 from hermes_repo.ops.recover import ProgressEvent, recover
+from hermes_repo.schema import fts
 from hermes_repo.store import StateStore
 
 NAME = "recover"

@@ -174,7 +174,7 @@ def classify(err: BaseException) -> ErrorKind:
     A plain SQLITE_CORRUPT (11) is ambiguous: a damaged FTS shadow page and a damaged
     ``messages`` page both raise it. This function answers CORRUPT for it unless the
     message names the FTS index; callers that hold a connection refine the answer with a
-    read-only ``quick_check`` of the canonical tables (see ``hermes_repo.fts``).
+    read-only ``quick_check`` of the canonical tables (see ``hermes_repo.schema.fts``).
 
     ``pysqlite3`` reports primary codes only, so with it READONLY_DBMOVED (1032) looks
     like a plain READONLY and is retried like one, until the retry budget runs out.

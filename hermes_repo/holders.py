@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from .sidefiles import open_side_file
+from .schema.sidefiles import open_side_file
 
 __all__ = ["HolderLock", "StoreHeldError", "holder_pids", "holders_path"]
 

@@ -2,7 +2,7 @@
 
 These three tables are the store's truth. The full-text indexes (``messages_fts*``),
 their shadow tables and sync triggers are *derived*: they can be dropped and rebuilt at
-any time, so they stay out of this MetaData and live as raw DDL in :mod:`hermes_repo.fts`.
+any time, so they stay out of this MetaData and live as raw DDL in :mod:`hermes_repo.schema.fts`.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
 from . import engine as engine_mod
-from . import fts, quarantine, walcheck
+from . import quarantine, walcheck
 from .codec import message_to_row, tool_call_count
 from .engine import WRITE_OPTION, Driver, DriverName, create_store_engine, db_path_for_home
 from .errors import (
@@ -37,8 +37,6 @@ from .errors import (
 from .hermes_import import HermesImportReport, import_hermes_db
 from .holders import HolderLock, StoreHeldError
 from .ids import check_session_id
-from .ops import migrate
-from .ops.fts_rebuild import RebuildOutcome, guarded_rebuild
 from .repositories import MessageRepository, SearchHit, SearchRepository
 from .repositories.messages import BUMP_COUNTERS_SQL, INSERT_MESSAGE_SQL
 from .retry import (
@@ -47,6 +45,8 @@ from .retry import (
     RetryPolicy,
     run_with_retry,
 )
+from .schema import fts, migrate
+from .schema.fts_rebuild import RebuildOutcome, guarded_rebuild
 from .sqlite_copies import two_copies_notes
 from .uow import UnitOfWork
 

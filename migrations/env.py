@@ -22,8 +22,8 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.pool import NullPool
 
 from hermes_repo.engine import WRITE_OPTION, create_store_engine, db_path_for_home
-from hermes_repo.fts import DERIVED_NAMES
 from hermes_repo.models import Base
+from hermes_repo.schema.fts import DERIVED_NAMES
 
 config = context.config
 target_metadata = Base.metadata

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hermes_repo.ops import migrate
+from hermes_repo.schema import migrate
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -23,10 +23,10 @@ from sqlalchemy.exc import DBAPIError
 from .. import walcheck
 from ..engine import Driver, create_store_engine, engine_driver
 from ..errors import translate
-from ..ops import migrate
-from ..ops.backup import timestamped_backup
 from ..ops.replace import replace_store
 from ..ops.snapshots import SnapshotVerifyError, snapshot_before
+from ..schema import migrate
+from ..schema.backup import timestamped_backup
 from ._output import CliError, echo_json
 
 if TYPE_CHECKING:

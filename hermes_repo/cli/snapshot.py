@@ -15,8 +15,8 @@ import click
 
 from .. import hints
 from ..errors import IntegrityViolation
-from ..ops import migrate
 from ..ops import snapshots as ops
+from ..schema import migrate
 from ._numbers import KEEP
 from ._output import CliError, echo_json, format_time
 

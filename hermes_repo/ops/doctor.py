@@ -41,17 +41,17 @@ from typing import Any, Literal, Protocol
 
 from sqlalchemy.exc import DBAPIError
 
-from .. import fts, walcheck
+from .. import walcheck
 from ..engine import DB_NAME, Driver, check_journal_files, db_path_for_home, select_driver
 from ..errors import ErrorKind, UnsafePathError, classify
 from ..holders import holder_pids
 from ..models import Base
 from ..quarantine import quarantine_info
+from ..schema import fts, migrate
+from ..schema.backup import read_only_engine
+from ..schema.fts_rebuild import BACKUP_LABEL, MAX_AUTOMATIC_ATTEMPTS, REPAIR_COMMAND
 from ..sqlite_copies import two_copies_problems
 from ..transcript import spool
-from . import migrate
-from .backup import read_only_engine
-from .fts_rebuild import BACKUP_LABEL, MAX_AUTOMATIC_ATTEMPTS, REPAIR_COMMAND
 from .snapshots import list_snapshots, snapshots_dir
 
 __all__ = [

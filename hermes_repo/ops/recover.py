@@ -48,12 +48,11 @@ from sqlalchemy import Integer, Table, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
-from .. import fts
 from ..engine import WRITE_OPTION, Driver, DriverName, create_store_engine, select_driver
 from ..errors import HermesRepoError, describe
 from ..holders import holders_path
 from ..models import ROLES, messages_table, sessions_table, state_meta_table
-from . import migrate
+from ..schema import fts, migrate
 from .pagescan import LeafRef, PageSource, ScannedRow, Scanner, ScanStats, WalInfo
 
 __all__ = [

@@ -24,9 +24,9 @@ and in this order:
    are left as they are and the report names the next commands, ``sessions recover
    --inspect-only`` and then ``--output NEW.db`` (or a snapshot restore).
 5. **Index damage** (a stale marker, missing triggers, an index that fails its checks
-   or misses messages it should find, see :func:`~hermes_repo.fts.coverage_check`;
+   or misses messages it should find, see :func:`~hermes_repo.schema.fts.coverage_check`;
    with ``rebuild_search``, always) is rebuilt by
-   :func:`~hermes_repo.ops.fts_rebuild.guarded_rebuild` with ``automatic=False``
+   :func:`~hermes_repo.schema.fts_rebuild.guarded_rebuild` with ``automatic=False``
    (the operator asked: the attempt ledger does not stop it) and ``force=True``
    (triggers can be missing, or an index damaged, without a marker).
 6. **Transcripts** that break role alternation or tool pairing are repaired
@@ -62,13 +62,15 @@ from typing import Any, Literal
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import DBAPIError
 
-from .. import fts, quarantine
+from .. import quarantine
 from ..engine import WRITE_OPTION, Driver, create_store_engine, db_path_for_home, select_driver
 from ..errors import HermesRepoError, describe
 from ..holders import HolderLock, StoreHeldError
 from ..models import state_meta_table
+from ..schema import fts
+from ..schema.backup import BackupSpaceError, read_only_engine, timestamped_backup
+from ..schema.fts_rebuild import REPAIR_COMMAND, RebuildOutcome, guarded_rebuild
 from ..store import StateStore
-from .backup import BackupSpaceError, read_only_engine, timestamped_backup
 from .doctor import (
     STOP_FIRST,
     DoctorReport,
@@ -77,7 +79,6 @@ from .doctor import (
     recover_commands,
     recovered_path,
 )
-from .fts_rebuild import REPAIR_COMMAND, RebuildOutcome, guarded_rebuild
 from .replace import REPLACE_COMMAND
 from .snapshots import list_snapshots, snapshot_before
 from .transcript_check import (

@@ -38,9 +38,9 @@ from sqlalchemy.exc import DBAPIError
 from ..engine import DriverName, db_path_for_home, select_driver
 from ..errors import HermesRepoError, describe
 from ..holders import HolderLock, StoreHeldError
+from ..schema import migrate
+from ..schema.backup import backup_to, read_only_engine
 from ..store import StateStore
-from . import migrate
-from .backup import backup_to, read_only_engine
 
 __all__ = ["REPLACE_COMMAND", "SIDE_SUFFIXES", "ReplaceError", "ReplaceResult", "replace_store"]
 

@@ -64,8 +64,8 @@ from ..errors import (
 )
 from ..holders import HolderLock, StoreHeldError
 from ..quarantine import clear as clear_quarantine
-from . import migrate
-from .backup import backup_to, read_only_engine
+from ..schema import migrate
+from ..schema.backup import backup_to, read_only_engine
 
 __all__ = [
     "AUTO_KEEP",
@@ -773,7 +773,7 @@ def snapshot_before(
     go on without a restore point. A snapshot is a *verified* restore point, so a store
     that fails ``integrity_check`` (:class:`SnapshotVerifyError`) gets none: an operation
     whose job is to fix such a file should keep its own raw copy
-    (:func:`hermes_repo.ops.backup.timestamped_backup`) instead.
+    (:func:`hermes_repo.schema.backup.timestamped_backup`) instead.
     """
     db_path = db_path_for_home(home)
     if not db_path.is_file() or db_path.stat().st_size == 0:

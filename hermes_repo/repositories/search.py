@@ -40,9 +40,9 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from .. import fts
 from ..codec import scrub
-from ..fts import text_projection
+from ..schema import fts
+from ..schema.fts import text_projection
 
 __all__ = [
     "CANDIDATE_CAP",

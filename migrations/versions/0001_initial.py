@@ -16,7 +16,7 @@ Why each table exists:
 * ``messages_fts`` (words) and ``messages_fts_trigram`` (substrings, CJK): derived,
   external-content FTS5 indexes over projection views, kept in sync by triggers. The DDL
   below is frozen here as literal text; a test proves it equals what
-  ``hermes_repo.fts`` re-creates at run time.
+  ``hermes_repo.schema.fts`` re-creates at run time.
 """
 
 from __future__ import annotations

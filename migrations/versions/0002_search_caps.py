@@ -19,7 +19,7 @@ What changes, and why:
 The indexes are derived: both are dropped, created anew from the canonical rows
 (``'rebuild'``) and their triggers re-created; an ``fts_stale`` marker is cleared, as the
 new index is current. The DDL is frozen here as literal text; a test proves it equals what
-``hermes_repo.fts`` re-creates at run time.
+``hermes_repo.schema.fts`` re-creates at run time.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from typing import Any
 
 from hermes_repo import StateStore
 from hermes_repo.engine import create_store_engine, select_driver
-from hermes_repo.ops import migrate
+from hermes_repo.schema import migrate
 
 # The store's own SQLite: a standard `sqlite3` connection next to a pysqlite3 store in
 # this process would be a second copy of SQLite, blind to the store's locks.

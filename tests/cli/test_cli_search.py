@@ -7,7 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hermes_repo import StateStore, fts
+from hermes_repo import StateStore
+from hermes_repo.schema import fts
 
 Cli = Callable[..., Any]
 

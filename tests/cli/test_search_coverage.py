@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
-from hermes_repo import StateStore, fts
+from hermes_repo import StateStore
 from hermes_repo.engine import select_driver
 from hermes_repo.ops.doctor import diagnose
+from hermes_repo.schema import fts
 from tests.support import damage
 
 Cli = Callable[..., Any]

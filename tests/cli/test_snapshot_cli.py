@@ -15,7 +15,7 @@ from typing import Any
 
 from hermes_repo import StateStore
 from hermes_repo.engine import select_driver
-from hermes_repo.ops import migrate
+from hermes_repo.schema import migrate
 from tests.support.processes import reaped
 
 # The store's own SQLite: a standard `sqlite3` connection next to a pysqlite3 store in

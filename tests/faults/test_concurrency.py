@@ -15,7 +15,8 @@ from pathlib import Path
 
 from sqlalchemy import text
 
-from hermes_repo import StateStore, fts
+from hermes_repo import StateStore
+from hermes_repo.schema import fts
 from tests.support.summary import record
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -32,11 +32,12 @@ import pytest
 from sqlalchemy import event
 from sqlalchemy.engine import ExceptionContext
 
-from hermes_repo import StateStore, WriteFailedError, fts, quarantine
+from hermes_repo import StateStore, WriteFailedError, quarantine
 from hermes_repo.engine import create_store_engine
 from hermes_repo.errors import ErrorKind
 from hermes_repo.holders import HolderLock
-from hermes_repo.ops.fts_rebuild import (
+from hermes_repo.schema import fts
+from hermes_repo.schema.fts_rebuild import (
     BACKUP_LABEL,
     MAX_AUTOMATIC_ATTEMPTS,
     REPAIR_COMMAND,

@@ -25,7 +25,7 @@ from hermes_repo import StateStore, quarantine
 from hermes_repo.engine import create_store_engine
 from hermes_repo.holders import HolderLock
 from hermes_repo.ops.doctor import diagnose
-from hermes_repo.ops.fts_rebuild import REPAIR_COMMAND, guarded_rebuild
+from hermes_repo.schema.fts_rebuild import REPAIR_COMMAND, guarded_rebuild
 from tests.support import damage
 from tests.support.fts_checks import (
     MODULE,

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from hermes_repo import StateStore, fts
+from hermes_repo import StateStore
+from hermes_repo.schema import fts
 from tests.support.spooling import FTS_INDEXES, check_store, fts_integrity_errors, raw
 
 

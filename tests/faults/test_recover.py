@@ -34,8 +34,8 @@ import pytest
 
 from hermes_repo import StateStore
 from hermes_repo.engine import select_driver
-from hermes_repo.ops import migrate
 from hermes_repo.ops.recover import RECOVERED_SOURCE, RecoveryError, inspect, recover
+from hermes_repo.schema import migrate
 from tests.support import damage
 from tests.support.spooling import fts_integrity_errors
 

@@ -26,10 +26,9 @@ from pathlib import Path
 
 import pytest
 
-from hermes_repo import StateStore, fts, quarantine
+from hermes_repo import StateStore, quarantine
 from hermes_repo.engine import create_store_engine
 from hermes_repo.holders import HolderLock, holders_path
-from hermes_repo.ops.fts_rebuild import BACKUP_LABEL as REBUILD_BACKUP_LABEL
 from hermes_repo.ops.repair import (
     BACKUP_LABEL,
     RepairReport,
@@ -38,6 +37,8 @@ from hermes_repo.ops.repair import (
     repair_store,
 )
 from hermes_repo.ops.snapshots import list_snapshots
+from hermes_repo.schema import fts
+from hermes_repo.schema.fts_rebuild import BACKUP_LABEL as REBUILD_BACKUP_LABEL
 from tests.cli.conftest import Result, run_cli
 from tests.support import damage
 from tests.support.faultinject import FaultInjector, endswith

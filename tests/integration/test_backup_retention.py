@@ -15,18 +15,18 @@ import pytest
 
 from hermes_repo import StateStore
 from hermes_repo.engine import select_driver
-from hermes_repo.ops.backup import (
-    BACKUP_KEEP,
-    BackupSpaceError,
-    read_only_engine,
-    timestamped_backup,
-)
 from hermes_repo.ops.repair import repair_store
 from hermes_repo.ops.snapshots import (
     AUTO_KEEP,
     create_snapshot,
     list_snapshots,
     snapshot_before,
+)
+from hermes_repo.schema.backup import (
+    BACKUP_KEEP,
+    BackupSpaceError,
+    read_only_engine,
+    timestamped_backup,
 )
 from tests.cli.conftest import Result, run_cli
 from tests.support import damage

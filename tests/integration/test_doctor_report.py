@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from hermes_repo import StateStore, fts, quarantine
+from hermes_repo import StateStore, quarantine
 from hermes_repo.engine import select_driver
-from hermes_repo.ops import migrate
 from hermes_repo.ops.doctor import (
     CheckResult,
     DoctorContext,
@@ -19,7 +18,8 @@ from hermes_repo.ops.doctor import (
     check_store,
     diagnose,
 )
-from hermes_repo.ops.fts_rebuild import REPAIR_COMMAND
+from hermes_repo.schema import fts, migrate
+from hermes_repo.schema.fts_rebuild import REPAIR_COMMAND
 from tests.support import damage
 from tests.support.fts_checks import (
     MODULE,

@@ -12,7 +12,7 @@ from sqlalchemy import text
 
 from hermes_repo import SchemaMismatchError, StateStore, UnsafePathError
 from hermes_repo.engine import select_driver
-from hermes_repo.ops import migrate
+from hermes_repo.schema import migrate
 
 
 def _mode(path: Path) -> int:

@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from hermes_repo import StateStore, fts
+from hermes_repo import StateStore
 from hermes_repo.engine import select_driver
+from hermes_repo.schema import fts
 from hermes_repo.transcript import reconcile
 from hermes_repo.transcript.reconcile import (
     PATH_CLEAN,

@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
-from hermes_repo import StateStore, fts
+from hermes_repo import StateStore
 from hermes_repo.repositories.search import (
     CANDIDATE_CAP,
     RANK_CUTOFF,
@@ -15,6 +15,7 @@ from hermes_repo.repositories.search import (
     SNIPPET_OPEN,
     parse_query,
 )
+from hermes_repo.schema import fts
 
 
 @pytest.fixture

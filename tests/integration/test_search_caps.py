@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 from sqlalchemy import event, text
 
-from hermes_repo import StateStore, fts
+from hermes_repo import StateStore
 from hermes_repo.repositories.search import SNIPPET_CLOSE, SNIPPET_OPEN
+from hermes_repo.schema import fts
 
 ROLES = ("system", "user", "assistant", "tool")
 CJK_TEXT = "错误：连接超时，请检查数据库设置"

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from hermes_repo import StateStore, UnsafePathError, fts
+from hermes_repo import StateStore, UnsafePathError
 from hermes_repo.engine import WRITE_OPTION
+from hermes_repo.schema import fts
 from hermes_repo.transcript import spool
 
 PRECIOUS = b"the link's target: must never be written by the store\n"

@@ -28,7 +28,6 @@ import pytest
 from hermes_repo import SchemaMismatchError, StateDbCorruptError, StateStore, UnsafePathError
 from hermes_repo.engine import select_driver
 from hermes_repo.holders import StoreHeldError
-from hermes_repo.ops import migrate
 from hermes_repo.ops import snapshots as snaps
 from hermes_repo.ops.snapshots import (
     Snapshot,
@@ -43,6 +42,7 @@ from hermes_repo.ops.snapshots import (
     restore_snapshot,
     snapshot_before,
 )
+from hermes_repo.schema import migrate
 from tests.support.damage import checkpoint_and_close, damage_first_leaf, write_notadb_header
 
 MODULE = select_driver().module

@@ -14,9 +14,9 @@ from alembic import command
 from sqlalchemy import Engine, inspect, text
 from sqlalchemy.pool import NullPool
 
-from hermes_repo import SchemaMismatchError, StateStore, fts
+from hermes_repo import SchemaMismatchError, StateStore
 from hermes_repo.engine import WRITE_OPTION, create_store_engine
-from hermes_repo.ops import migrate
+from hermes_repo.schema import fts, migrate
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -22,11 +22,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from hermes_repo import StateStore, fts
+from hermes_repo import StateStore
 from hermes_repo.engine import select_driver
-from hermes_repo.fts import INDEXES, FtsIndex, text_projection
-from hermes_repo.ops.fts_rebuild import MAX_AUTOMATIC_ATTEMPTS
 from hermes_repo.repositories.search import CANDIDATE_CAP, fts_phrase, like_pattern
+from hermes_repo.schema import fts
+from hermes_repo.schema.fts import INDEXES, FtsIndex, text_projection
+from hermes_repo.schema.fts_rebuild import MAX_AUTOMATIC_ATTEMPTS
 from tests.support import damage
 
 __all__ = [

@@ -33,13 +33,13 @@ from typing import Any
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import DBAPIError
 
-from .. import fts
 from ..engine import WRITE_OPTION
 from ..errors import ErrorKind, HermesRepoError, StateDbCorruptError, classify
 from ..holders import HolderLock, StoreHeldError
 from ..quarantine import is_quarantined
-from ..sidefiles import exclusive_lock, open_side_file, replace_side_file
+from . import fts
 from .backup import timestamped_backup
+from .sidefiles import exclusive_lock, open_side_file, replace_side_file
 
 __all__ = ["MAX_AUTOMATIC_ATTEMPTS", "RebuildOutcome", "canonical_counts", "guarded_rebuild"]
 

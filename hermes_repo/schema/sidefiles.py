@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from .errors import ConfigurationError, UnsafePathError
+from ..errors import ConfigurationError, UnsafePathError
 
 __all__ = ["exclusive_lock", "open_side_file", "replace_side_file", "side_file_error"]
 
