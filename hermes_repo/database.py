@@ -176,6 +176,7 @@ class Database:
     def close(self) -> bool:
         """Close every connection; True when this call closed them (False: closed before)."""
         engine, self._engine = self._engine, None
+        self._recent = None  # its traceback holds the frames of a failed unit
         if engine is None:
             return False
         engine.dispose()
@@ -388,16 +389,19 @@ class Database:
         ``busy_timeout``; the read then waits like a write does (``policy``, default
         :attr:`read_policy`). ``work`` may run statements on the connection's driver
         cursor: its driver errors are classified like the others. Without
-        ``transaction`` each statement is a consistent read on its own (no BEGIN and
-        COMMIT round trips, for hot paths).
+        ``transaction`` the first attempt runs each statement as a consistent read on
+        its own (no BEGIN and COMMIT round trips, for hot paths); a replay after a lock
+        runs in a transaction, so a read that got in is not interrupted halfway by the
+        next writer.
         """
+        bare = [not transaction]
 
         def attempt() -> T:
             # A plain connection, not an ORM session: reads are hot paths (search, load)
             # and the session's bookkeeping cost more than the query.
             try:
                 with self.engine.connect() as conn:
-                    if not transaction:
+                    if bare and bare.pop():
                         return work(conn)
                     with conn.begin():
                         return work(conn)

@@ -492,7 +492,7 @@ class StateStore:
                 self.read_policy,
             )
             return Conversation(messages=result.messages, repairs=result.repairs)
-        messages = self._read(
+        messages = self.read(
             lambda s: MessageRepository(s).list(
                 session_id, include_inactive=include_inactive, with_ids=with_ids
             )
@@ -552,8 +552,8 @@ class StateStore:
         if info is not None:
             notes.append(info.message())
         try:
-            revision, mode, counts = self._read(probe)
-            stale = self._read(fts.stale_marker)
+            revision, mode, counts = self.read(probe)
+            stale = self.read(fts.stale_marker)
         except HermesRepoError as exc:
             # A damaged file may refuse even these reads; health still answers.
             revision, mode, counts, stale = None, "unknown", {}, None
