@@ -109,9 +109,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "degrade-not-recognised",
-        "hermes_repo/store.py",
-        "        if exc.kind is ErrorKind.FTS:\n            return True",
-        "        if exc.kind is ErrorKind.FTS:\n            return False",
+        "hermes_repo/database.py",
+        "        if kind is ErrorKind.FTS:\n            fts_damage = True",
+        "        if kind is ErrorKind.FTS:\n            fts_damage = False",
         (f"{FD}::test_write_through_a_damaged_index_succeeds_with_the_index_detached",),
         "an FTS error is no longer taken for index damage: the write fails instead",
     ),
