@@ -205,7 +205,7 @@ def commit_elsewhere_after_read(home: Path) -> Any:
 
 def reread_design(store: StateStore) -> Any:
     """Plan in a read transaction, then re-read, re-plan and write under BEGIN IMMEDIATE."""
-    snap = store._read(lambda conn: reconcile._Snapshot.read(conn, SESSION, False))
+    snap = store.read(lambda conn: reconcile._Snapshot.read(conn, SESSION, False))
     assert snap.found
 
     def work(uow: Any) -> Any:

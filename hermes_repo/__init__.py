@@ -28,9 +28,12 @@ from .errors import (
 from .hermes_import import HermesImportReport
 from .repositories import SearchHit
 from .store import Conversation, StateStore, StoreHealth
-from .transcript.recovery import RecoveryReport
+from .transcript.replay import ReplayReport
 from .transcript.writer import FlushResult, Rejection, TranscriptWriter
 from .uow import UnitOfWork
+
+# The name the spool replay's report had before "replay" and "recover" were told apart.
+RecoveryReport = ReplayReport
 
 __all__ = [
     "Conversation",
@@ -43,6 +46,7 @@ __all__ = [
     "NotFoundError",
     "RecoveryReport",
     "Rejection",
+    "ReplayReport",
     "SchemaMismatchError",
     "SearchHit",
     "StateDbCorruptError",

@@ -5,7 +5,9 @@ writes may succeed again and spread the damage, and a close-time checkpoint can 
 WAL pages over a damaged file. In the field a handle kept writing for ~50 minutes after
 its first structural error and its checkpoint turned a damaged-but-readable file into
 an unopenable one. So the first bare SQLITE_CORRUPT / SQLITE_NOTADB that is not FTS
-damage quarantines the file for this process:
+damage quarantines the file for this process (the decision is made where driver errors
+are classified, :meth:`hermes_repo.database.Database.failure`; this module keeps the
+record and enforces it):
 
 * the failing write is not retried (:class:`StateDbCorruptError`, chained);
 * every later write fails at once, before any statement reaches SQLite (``begin`` and
@@ -22,7 +24,6 @@ repaired or recovered file: :meth:`StateStore.open` refuses a quarantined path.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import re
@@ -34,18 +35,10 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, event
-from sqlalchemy.engine import Connection, ExceptionContext
+from sqlalchemy.engine import Connection
 
 from .engine import WRITE_OPTION, Driver, sqlite_uri
-from .errors import (
-    SQLITE_CORRUPT,
-    SQLITE_NOTADB,
-    ErrorKind,
-    StateDbCorruptError,
-    classify,
-    describe,
-    sqlite_code,
-)
+from .errors import StateDbCorruptError
 from .sqlite_capi import disable_checkpoint_on_close
 
 __all__ = [
@@ -58,6 +51,7 @@ __all__ = [
     "install",
     "is_quarantined",
     "quarantine_info",
+    "sentinel_count",
 ]
 
 log = logging.getLogger("hermes_repo.quarantine")
@@ -157,27 +151,6 @@ def canonical_tables_ok(driver: Driver, db_path: Path) -> bool:
         conn.close()
 
 
-def structural_damage(err: BaseException, driver: Driver, db_path: Path) -> bool:
-    """True when ``err`` means the canonical b-trees, schema or header are damaged.
-
-    The verdict is cached on the error object: the store's FTS path asks again.
-    """
-    cached = getattr(err, "_hermes_structural", None)
-    if isinstance(cached, bool):
-        return cached
-    code = sqlite_code(err)
-    verdict = False
-    if classify(err) is ErrorKind.CORRUPT and code is not None:
-        primary = code & 0xFF
-        if primary == SQLITE_NOTADB:
-            verdict = True
-        elif primary == SQLITE_CORRUPT:
-            verdict = not canonical_tables_ok(driver, db_path)
-    with contextlib.suppress(AttributeError):
-        err._hermes_structural = verdict  # type: ignore[attr-defined]
-    return verdict
-
-
 class Guard:
     """One store file's quarantine state, looked up by a key computed once.
 
@@ -205,18 +178,14 @@ class Guard:
 
 
 def install(engine: Engine, db_path: Path, driver: Driver) -> Guard:
-    """Attach the quarantine to a store engine (once, at creation); returns its guard."""
+    """Attach the quarantine to a store engine (once, at creation); returns its guard.
+
+    What enters the quarantine is decided where driver errors are classified (the
+    engine's ``handle_error`` event installed by :class:`hermes_repo.database.Database`,
+    which every store builds on its engine); these hooks enforce it.
+    """
     guard = Guard(db_path)
     refuse = guard.refuse
-
-    @event.listens_for(engine, "handle_error")
-    def on_error(ctx: ExceptionContext) -> None:
-        orig = ctx.original_exception
-        if isinstance(orig, StateDbCorruptError):
-            return
-        if structural_damage(orig, driver, db_path):
-            info = enter(db_path, describe(orig))
-            raise StateDbCorruptError(info.message()) from orig
 
     @event.listens_for(engine, "do_connect")
     def on_connect(*_args: Any) -> None:
@@ -251,6 +220,11 @@ def install(engine: Engine, db_path: Path, driver: Driver) -> Guard:
 
 
 _sentinels: list[Any] = []
+
+
+def sentinel_count() -> int:
+    """How many read-only sentinel connections this process holds (see ``install``)."""
+    return len(_sentinels)
 
 
 def _hold_sentinel(driver: Driver, db_path: Path) -> None:

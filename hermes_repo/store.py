@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import time
@@ -10,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, TypeVar
+from typing import Any, Self, TypeVar
 
 from sqlalchemy import Engine, text
 from sqlalchemy.engine import Connection
@@ -18,41 +17,29 @@ from sqlalchemy.exc import DBAPIError
 
 from . import engine as engine_mod
 from . import quarantine, walcheck
-from .codec import message_to_row, tool_call_count
-from .engine import WRITE_OPTION, Driver, DriverName, create_store_engine, db_path_for_home
+from .database import Database
+from .engine import Driver, DriverName, create_store_engine, db_path_for_home
 from .errors import (
     DatabaseBusyError,
-    ErrorKind,
     HermesRepoError,
     ImportSourceError,
     SchemaMismatchError,
     StateDbCorruptError,
-    StoreClosedError,
-    WriteFailedError,
-    classify,
     describe,
-    sqlite_code,
-    translate,
 )
 from .hermes_import import HermesImportReport, import_hermes_db
 from .holders import HolderLock, StoreHeldError
 from .ids import check_session_id
-from .repositories import MessageRepository, SearchHit, SearchRepository
-from .repositories.messages import BUMP_COUNTERS_SQL, INSERT_MESSAGE_SQL
-from .retry import (
-    STORE_WRITE_BUDGET_S,
-    TRANSCRIPT_WRITE_BUDGET_S,
-    RetryPolicy,
-    run_with_retry,
-)
+from .repositories import MessageRepository, SearchHit
+from .retry import RetryPolicy, run_with_retry
 from .schema import fts, migrate
 from .schema.fts_rebuild import RebuildOutcome, guarded_rebuild
 from .sqlite_copies import two_copies_notes
+from .transcript.reconcile import reconcile_session
+from .transcript.replay import ReplayReport, replay_pending
+from .transcript.spool import list_pending
+from .transcript.writer import TranscriptWriter
 from .uow import UnitOfWork
-
-if TYPE_CHECKING:
-    from .transcript.recovery import RecoveryReport
-    from .transcript.writer import TranscriptWriter
 
 __all__ = ["Conversation", "StateStore", "StoreHealth", "journal_notes"]
 
@@ -151,33 +138,40 @@ class StateStore:
         *,
         rebuild: RebuildOutcome | None = None,
         write_budget_s: float | None = None,
+        database: Database | None = None,
     ) -> None:
+        #: The write core the store runs its units of work on (see
+        #: :class:`~hermes_repo.database.Database`); ``database`` is one already built
+        #: on ``engine`` (by :meth:`open`).
+        self.database = database or Database(
+            home, engine, driver, guard, write_budget_s=write_budget_s
+        )
         self.home = home
-        self.path = home / engine_mod.DB_NAME
+        self.path = self.database.path
         self.driver = driver
         self._holder = holder
-        self._guard = guard
         #: What the guarded FTS rebuild at open did (None when the index was live).
         self.last_rebuild = rebuild
-        # Retry budgets: routine writes wait 20 s for a locked or read-only database,
-        # transcript flushes 60 s (the user's conversation), unless the opener set one.
-        budget = STORE_WRITE_BUDGET_S if write_budget_s is None else write_budget_s
-        self.write_policy = RetryPolicy(budget_s=budget)
-        # Reads wait for the same budget: with a rollback journal (the standard-library
-        # SQLite) a committing writer blocks readers too, for longer than busy_timeout.
-        self.read_policy = RetryPolicy(budget_s=budget)
-        self.transcript_budget_s = (
-            TRANSCRIPT_WRITE_BUDGET_S if write_budget_s is None else write_budget_s
-        )
-        #: What the spool recovery at open did (None when it was not asked for).
-        self.last_recovery: RecoveryReport | None = None
-        # FTS state as last seen, and the schema cookie it was seen at: dropping or
-        # creating the triggers changes the cookie, so a PRAGMA (no table read) tells
-        # this process when another one degraded or rebuilt the index.
-        self._fts_seen_at: int | None = None
-        self._fts_live = True
-        self._engine: Engine | None = engine
-        self._writer = engine.execution_options(**{WRITE_OPTION: True})
+        #: What the spool replay at open did (None when it was not asked for).
+        self.last_recovery: ReplayReport | None = None
+
+    @property
+    def write_policy(self) -> RetryPolicy:
+        """Retry budget of routine writes: 20 s for a locked or read-only database,
+        unless the opener set one (``write_budget_s``)."""
+        return self.database.write_policy
+
+    @property
+    def read_policy(self) -> RetryPolicy:
+        """Retry budget of reads (the write budget: a committing writer blocks readers
+        too with a rollback journal)."""
+        return self.database.read_policy
+
+    @property
+    def transcript_budget_s(self) -> float:
+        """Retry budget of transcript flushes: 60 s (the user's conversation), unless
+        the opener set one."""
+        return self.database.transcript_budget_s
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -212,9 +206,9 @@ class StateStore:
         holder = HolderLock(db_path)
         engine = create_store_engine(db_path, driver=drv, journal_switch=holder.alone)
         guard = quarantine.install(engine, db_path, drv)
-        policy = RetryPolicy(
-            budget_s=STORE_WRITE_BUDGET_S if write_budget_s is None else write_budget_s
-        )
+        # Built first: its engine event quarantines a damaged file met by the open too.
+        database = Database(db_path.parent, engine, drv, guard, write_budget_s=write_budget_s)
+        policy = database.write_policy
         try:
             # Registered as a holder before the first read: an exclusive operation
             # (restore, repair) that starts now must see us. The rebuild below upgrades
@@ -225,7 +219,7 @@ class StateStore:
             # Another process may hold the write lock right now (a rollback journal
             # blocks readers too): the schema check and the read of the FTS marker
             # after it are replayed whole, like any unit, within the budget.
-            stale = run_with_retry(lambda: cls._prepare(engine, db_path, upgrade=upgrade), policy)
+            stale = run_with_retry(lambda: cls._prepare(database, upgrade=upgrade), policy)
             outcome = (
                 RebuildOutcome(ran=False, ok=True, reason="FTS is live; nothing to rebuild")
                 if not stale
@@ -234,7 +228,7 @@ class StateStore:
             if not outcome.ok:
                 log.warning("full-text index is detached: %s", outcome.reason)
             if not drv.has_wal_reset_fix:
-                mode = run_with_retry(lambda: cls._file_journal_mode(engine, db_path), policy)
+                mode = run_with_retry(lambda: cls._file_journal_mode(database), policy)
                 if mode == "wal":  # the risky case; a rollback journal is the design
                     for note in journal_notes(drv, mode):
                         log.warning("%s", note)
@@ -250,6 +244,7 @@ class StateStore:
             guard,
             rebuild=outcome if outcome.ran else None,
             write_budget_s=write_budget_s,
+            database=database,
         )
         if recover:
             store._recover_at_open()
@@ -270,22 +265,22 @@ class StateStore:
             ) from exc
 
     @classmethod
-    def _prepare(cls, engine: Engine, db_path: Path, *, upgrade: bool) -> bool:
+    def _prepare(cls, database: Database, *, upgrade: bool) -> bool:
         """Bring the schema to head; True when the FTS index is marked stale."""
-        cls._ensure_schema(engine, db_path, upgrade=upgrade)
+        cls._ensure_schema(database, upgrade=upgrade)
         try:
-            with engine.connect() as conn:
+            with database.engine.connect() as conn:
                 return fts.stale_marker(conn) is not None
         except DBAPIError as exc:
-            raise translate(exc, action=f"opening {db_path}") from exc
+            raise database.failure(exc, action=f"opening {database.path}").error from exc
 
     @staticmethod
-    def _file_journal_mode(engine: Engine, db_path: Path) -> str:
+    def _file_journal_mode(database: Database) -> str:
         try:
-            with engine.connect() as conn:
+            with database.engine.connect() as conn:
                 return str(conn.exec_driver_sql("PRAGMA journal_mode").scalar_one()).lower()
         except DBAPIError as exc:
-            raise translate(exc, action=f"opening {db_path}") from exc
+            raise database.failure(exc, action=f"opening {database.path}").error from exc
 
     @staticmethod
     def _rebuild_at_open(engine: Engine, db_path: Path, holder: HolderLock) -> RebuildOutcome:
@@ -303,12 +298,13 @@ class StateStore:
             )
 
     @staticmethod
-    def _ensure_schema(engine: Engine, db_path: Path, *, upgrade: bool) -> None:
+    def _ensure_schema(database: Database, *, upgrade: bool) -> None:
+        engine, db_path = database.engine, database.path
         try:
             with engine.connect() as conn:
                 schema = migrate.schema_status(conn)
         except DBAPIError as exc:
-            raise translate(exc, action=f"opening {db_path}") from exc
+            raise database.failure(exc, action=f"opening {db_path}").error from exc
         current, head = schema.revision, schema.head
         if schema.status == "at-head":
             return
@@ -336,15 +332,11 @@ class StateStore:
 
     @property
     def engine(self) -> Engine:
-        if self._engine is None:
-            raise StoreClosedError("the store is closed; open it again with StateStore.open")
-        return self._engine
+        return self.database.engine
 
     def close(self) -> None:
         """Close every connection of the store. Safe to call twice."""
-        engine, self._engine = self._engine, None
-        if engine is not None:
-            engine.dispose()
+        if self.database.close():
             self._holder.release()
 
     def __enter__(self) -> Self:
@@ -362,14 +354,12 @@ class StateStore:
 
     def unit_of_work(self) -> UnitOfWork:
         """A write unit: ``with store.unit_of_work() as uow: ...; uow.commit()``."""
-        self.engine  # noqa: B018 - raises StoreClosedError after close()
-        self._guard.refuse()
-        return UnitOfWork(self._writer)
+        return self.database.unit_of_work()
 
     @property
     def quarantined(self) -> bool:
         """True once the file was found structurally damaged: writes are refused."""
-        return self._guard.active
+        return self.database.quarantined
 
     def write(
         self,
@@ -380,107 +370,10 @@ class StateStore:
     ) -> T:
         """Run ``work`` in a unit of work and commit; the whole unit is replayed on
         transient errors (locked, busy, read-only) within ``policy``'s time budget
-        (default: the store's, see :meth:`open`).
-
-        ``first_try`` (internal) is a cheaper way to do the same unit, tried once first
-        inside the same budget; it returns None to hand over to ``work``.
+        (default: the store's, see :meth:`open`); see :meth:`Database.write
+        <hermes_repo.database.Database.write>`.
         """
-        if policy is None:
-            policy = self.write_policy
-        pending_first = [first_try] if first_try is not None else []
-
-        def attempt() -> T:
-            if pending_first:
-                result = pending_first.pop()()
-                if result is not None:
-                    return result
-            return self._once(work)
-
-        try:
-            return run_with_retry(attempt, policy)
-        except WriteFailedError as exc:
-            if not self._is_fts_damage(exc):
-                raise
-            # The SQLite error, not its translation: a bare CORRUPT is translated as
-            # "the database file is damaged ... sessions recover", which is not what the
-            # marker and the log should tell an operator about a derived index.
-            damage = describe(exc.__cause__ or exc)
-
-        def detached(uow: UnitOfWork) -> T:
-            # The marker, the trigger drops and the caller's whole unit commit together;
-            # SQLite may already have rolled the failed transaction back, so the unit is
-            # replayed from its start, never patched up.
-            fts.detach(uow.connection, index=fts.index_named_in(damage), error=damage)
-            return work(uow)
-
-        log.warning(
-            "full-text index damaged (%s): detaching it; the write goes on without it, "
-            "search uses the fallback until `hermes-repo sessions repair` rebuilds it",
-            damage,
-        )
-        result = run_with_retry(lambda: self._once(detached), policy)
-        self._fts_live = False
-        return result
-
-    def _is_fts_damage(self, exc: HermesRepoError) -> bool:
-        """FTS damage, told apart from damage to the canonical tables.
-
-        A bare SQLITE_CORRUPT is ambiguous (a bad FTS shadow page and a bad ``messages``
-        page both raise it): a read-only ``quick_check`` of the canonical tables decides
-        (see :func:`quarantine.structural_damage`, which quarantines the other case).
-        """
-        # Not "isinstance(exc, StateDbCorruptError)": translate() gives that class to every
-        # bare CORRUPT, including the FTS damage this method exists to recognise. A
-        # quarantined file is never FTS damage (no degrade write may reach it).
-        if not isinstance(exc, WriteFailedError) or self.quarantined:
-            return False
-        if exc.kind is ErrorKind.FTS:
-            return True
-        cause = exc.__cause__
-        if exc.kind is not ErrorKind.CORRUPT or cause is None:
-            return False
-        code = sqlite_code(cause)
-        return (
-            code is not None
-            and code & 0xFF == 11
-            and not quarantine.structural_damage(cause, self.driver, self.path)
-        )
-
-    def _degrade(self, exc: HermesRepoError) -> None:
-        damage = describe(exc.__cause__ or exc)  # the SQLite error (see write)
-
-        def detach(uow: UnitOfWork) -> None:
-            fts.detach(uow.connection, index=fts.index_named_in(damage), error=damage)
-
-        log.warning(
-            "full-text index damaged (%s): detaching it; search uses the fallback until "
-            "`hermes-repo sessions repair` rebuilds it",
-            damage,
-        )
-        run_with_retry(lambda: self._once(detach))
-        self._fts_live = False
-
-    def _once(self, work: Callable[[UnitOfWork], T]) -> T:
-        with self.unit_of_work() as uow:
-            result = work(uow)
-            uow.commit()
-            return result
-
-    def _fts_is_live(self, conn: Connection, *, raw: bool = False) -> bool:
-        if raw:
-            cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-            try:
-                cookie = int(cursor.execute("PRAGMA schema_version").fetchone()[0])
-            finally:
-                cursor.close()
-        else:
-            cookie = int(conn.exec_driver_sql("PRAGMA schema_version").scalar_one())
-        if cookie != self._fts_seen_at:
-            self._fts_live = fts.stale_marker(conn) is None and fts.present_triggers(conn) == set(
-                fts.TRIGGER_NAMES
-            )
-            self._fts_seen_at = cookie
-        return self._fts_live
+        return self.database.write(work, policy, first_try=first_try)
 
     # -- transcripts -----------------------------------------------------------------
 
@@ -489,36 +382,30 @@ class StateStore:
     ) -> TranscriptWriter:
         """A :class:`~hermes_repo.TranscriptWriter` for ``session_id`` on this store
         (flush with fallback to ``sessions/<sid>.pending.jsonl``)."""
-        from .transcript.writer import TranscriptWriter
-
         return TranscriptWriter(
             self.home, session_id, self, write_budget_s=write_budget_s, source=source
         )
 
     def recover_pending(
         self, session_id: str | None = None, *, write_budget_s: float | None = None
-    ) -> RecoveryReport:
+    ) -> ReplayReport:
         """Replay pending spool files into the database, exactly once.
 
         Every ``sessions/*.pending.jsonl`` (or only ``session_id``'s) is de-duplicated
         against the session's stored messages, inserted in one transaction and deleted
-        after the commit; see :mod:`hermes_repo.transcript.recovery`. Files that cannot
-        be replayed now are kept and named in ``RecoveryReport.errors``.
+        after the commit; see :mod:`hermes_repo.transcript.replay`. Files that cannot
+        be replayed now are kept and named in ``ReplayReport.errors``.
         """
-        from .transcript.recovery import recover_pending
-
         policy = None if write_budget_s is None else RetryPolicy(budget_s=write_budget_s)
-        return recover_pending(self, session_id=session_id, policy=policy)
+        return replay_pending(self, session_id=session_id, policy=policy)
 
     def _recover_at_open(self) -> None:
         # Short budget: a store held by a busy writer must still open promptly; what
         # cannot be replayed now is replayed by a later open or `hermes-repo pending
         # recover`.
-        from .transcript.recovery import recover_pending
-
         policy = RetryPolicy(budget_s=min(self.write_policy.budget_s, 2.0))
         try:
-            report = recover_pending(self, policy=policy)
+            report = replay_pending(self, policy=policy)
         except Exception as exc:  # recovery must never make the open fail
             log.warning("pending transcripts not recovered at open: %s", exc)
             return
@@ -547,7 +434,7 @@ class StateStore:
             raise ImportSourceError(
                 f"{path} is this store's own file; pass the state.db of a Hermes Agent home"
             )
-        return import_hermes_db(self, Path(path), dry_run=dry_run, progress=progress)
+        return import_hermes_db(self.database, Path(path), dry_run=dry_run, progress=progress)
 
     def append_message(
         self,
@@ -558,77 +445,23 @@ class StateStore:
     ) -> int:
         """Append one message in its own transaction (retried); returns the row id.
 
-        The common case runs the unit's four statements (BEGIN IMMEDIATE, the counters
-        UPDATE, the INSERT, COMMIT) straight on the driver: through SQLAlchemy they cost
-        more than SQLite's own work. Anything unusual leaves that path at once, rolled
-        back: a structural error quarantines the file exactly as the engine events do
-        (the write is not retried); a lock is retried within the same budget; any
-        other error (FTS damage, a constraint, a full disk) hands the same row to
-        :meth:`write`'s instrumented path, which degrades the index or translates.
+        The common case runs on the driver's cursor (see :meth:`Database.append_message
+        <hermes_repo.database.Database.append_message>`): a structural error quarantines
+        the file and is not retried, a lock is retried within the budget, damage to the
+        full-text index detaches it and the message is written without it.
         """
-        row = message_to_row(check_session_id(session_id), message)
-        calls = tool_call_count(message)
-        self._guard.refuse()
-
-        def on_driver() -> int | None:
-            try:
-                return self._append_on_driver(row, calls)
-            except self.driver.module.Error as exc:
-                if quarantine.structural_damage(exc, self.driver, self.path):
-                    info = quarantine.enter(self.path, describe(exc))
-                    raise StateDbCorruptError(info.message()) from exc
-                if classify(exc) is ErrorKind.TRANSIENT:
-                    raise translate(exc) from exc  # retried, on the same budget clock
-                return None  # FTS damage and the rest: the instrumented path decides
-
-        return self.write(
-            lambda uow: uow.messages.append_row(row, calls), policy, first_try=on_driver
-        )
-
-    def _append_on_driver(self, row: dict[str, Any], calls: int) -> int | None:
-        """One append on the driver's cursor; None when the session row is missing."""
-        with self.engine.connect() as conn:
-            dbapi = conn.connection.dbapi_connection
-            assert dbapi is not None
-            cursor = dbapi.cursor()
-            try:
-                cursor.execute("BEGIN IMMEDIATE")
-                try:
-                    cursor.execute(BUMP_COUNTERS_SQL, (1, calls, row["session_id"]))
-                    if cursor.rowcount != 1:
-                        cursor.execute("ROLLBACK")
-                        return None  # write() raises the NotFoundError with its advice
-                    cursor.execute(INSERT_MESSAGE_SQL, row)
-                    rowid = int(cursor.lastrowid)
-                    cursor.execute("COMMIT")
-                except BaseException:
-                    if dbapi.in_transaction:
-                        with contextlib.suppress(self.driver.module.Error):
-                            cursor.execute("ROLLBACK")
-                    raise
-            finally:
-                cursor.close()
-        return rowid
+        return self.database.append_message(session_id, message, policy=policy)
 
     # -- reads -----------------------------------------------------------------------
 
-    def _read(self, work: Callable[[Connection], T]) -> T:
-        """Run ``work`` in a read transaction, replayed whole on transient errors.
+    def read(self, work: Callable[[Connection], T], policy: RetryPolicy | None = None) -> T:
+        """Run ``work`` on a connection in a read transaction, replayed whole on
+        transient errors within :attr:`read_policy` (or ``policy``); driver errors
+        leave as :class:`HermesRepoError` subclasses."""
+        return self.database.read(work, policy)
 
-        With a rollback journal a writer's commit blocks readers for longer than
-        ``busy_timeout``; the read then waits like a write does (:attr:`read_policy`).
-        """
-
-        def attempt() -> T:
-            # A plain connection, not an ORM session: reads are hot paths (search, load)
-            # and the session's bookkeeping cost more than the query.
-            try:
-                with self.engine.connect() as conn, conn.begin():
-                    return work(conn)
-            except DBAPIError as exc:
-                raise translate(exc, action="read") from exc
-
-        return run_with_retry(attempt, self.read_policy)
+    # The name the store's own methods used before :meth:`read` was public.
+    _read = read
 
     def load_conversation(
         self,
@@ -652,10 +485,6 @@ class StateStore:
         """
         check_session_id(session_id)
         if repair and not include_inactive:
-            # Imported on use: the transcript package builds on the store, not the
-            # other way round, so a module-level import would be circular.
-            from .transcript.reconcile import reconcile_session
-
             # Its first read is outside any write lock: a transient failure there is
             # replayed (the write unit inside has its own budget and is not multiplied).
             result = run_with_retry(
@@ -663,7 +492,7 @@ class StateStore:
                 self.read_policy,
             )
             return Conversation(messages=result.messages, repairs=result.repairs)
-        messages = self._read(
+        messages = self.read(
             lambda s: MessageRepository(s).list(
                 session_id, include_inactive=include_inactive, with_ids=with_ids
             )
@@ -684,36 +513,15 @@ class StateStore:
         While the index is detached (damaged, awaiting a rebuild) answers come from the
         canonical rows through an escaped LIKE scan, in the same shape.
         """
-
-        def run(conn: Connection, *, raw: bool, use_fts: bool | None = None) -> list[SearchHit]:
-            live = self._fts_is_live(conn, raw=raw) if use_fts is None else use_fts
-            return SearchRepository(conn, raw=raw).search(
-                query,
-                limit=limit,
-                session_id=session_id,
-                role=role,
-                include_inactive=include_inactive,
-                use_fts=live,
-            )
-
-        try:
-            with self.engine.connect() as conn:
-                return run(conn, raw=True)
-        except (self.driver.module.Error, DBAPIError, WriteFailedError):
-            # Asked again below, where the engine events classify the error and a lock
-            # is waited out (connecting can fail too: its PRAGMAs meet the same lock).
-            pass
-        try:
-            return self._read(lambda conn: run(conn, raw=False))
-        except WriteFailedError as exc:
-            if not self._is_fts_damage(exc):
-                raise
-            self._degrade(exc)
-            return self._read(lambda conn: run(conn, raw=False, use_fts=False))
+        return self.database.search(
+            query,
+            limit=limit,
+            session_id=session_id,
+            role=role,
+            include_inactive=include_inactive,
+        )
 
     def _pending_health(self) -> dict[str, Any]:
-        from .transcript.spool import list_pending
-
         now = time.time()
         files = list_pending(self.home)
         ages = [a for f in files if (a := f.age_s(now)) is not None]
@@ -740,12 +548,12 @@ class StateStore:
             return migrate.current_revision(conn), mode, counts
 
         notes = []
-        info = self._guard.info
+        info = self.database.guard.info
         if info is not None:
             notes.append(info.message())
         try:
-            revision, mode, counts = self._read(probe)
-            stale = self._read(fts.stale_marker)
+            revision, mode, counts = self.read(probe)
+            stale = self.read(fts.stale_marker)
         except HermesRepoError as exc:
             # A damaged file may refuse even these reads; health still answers.
             revision, mode, counts, stale = None, "unknown", {}, None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from types import TracebackType
 from typing import Self
 
@@ -11,10 +12,14 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-from .errors import translate
+from .errors import HermesRepoError, translate
 from .repositories import MessageRepository, MetaRepository, SessionRepository
 
 __all__ = ["UnitOfWork"]
+
+
+def _plain_error(exc: BaseException, action: str) -> HermesRepoError:
+    return translate(exc, action=action)
 
 
 class UnitOfWork:
@@ -29,14 +34,23 @@ class UnitOfWork:
     Repositories run Core statements on the unit's connection (the append path is hot:
     an ORM session per message cost more than SQLite's own work). An ORM session joined
     to the same transaction is made only when something asks for :attr:`session`.
+
+    ``errors`` turns a driver error and the action that met it into the library error
+    to raise (the store's database classifies it; default: the plain translation).
     """
 
     sessions: SessionRepository
     messages: MessageRepository
     meta: MetaRepository
 
-    def __init__(self, writer: Engine) -> None:
+    def __init__(
+        self,
+        writer: Engine,
+        *,
+        errors: Callable[[BaseException, str], HermesRepoError] | None = None,
+    ) -> None:
         self._writer = writer
+        self._error_for = errors or _plain_error
         self._conn: Connection | None = None
         self._orm: Session | None = None
 
@@ -58,7 +72,7 @@ class UnitOfWork:
         try:
             self._conn = self._writer.connect()
         except DBAPIError as exc:
-            raise translate(exc, action="connect") from exc
+            raise self._error_for(exc, "connect") from exc
         self.sessions = SessionRepository(self._conn, orm=lambda: self.session)
         self.messages = MessageRepository(self._conn)
         self.meta = MetaRepository(self._conn)
@@ -84,7 +98,7 @@ class UnitOfWork:
             if conn is not None:
                 conn.close()
         if isinstance(exc, DBAPIError):
-            raise translate(exc) from exc
+            raise self._error_for(exc, "write") from exc
 
     def commit(self) -> None:
         """Commit the unit's transaction."""
@@ -93,7 +107,7 @@ class UnitOfWork:
                 self._orm.flush()
             self.connection.commit()
         except DBAPIError as exc:
-            raise translate(exc, action="commit") from exc
+            raise self._error_for(exc, "commit") from exc
 
     def rollback(self) -> None:
         """Discard everything done in this unit so far."""
@@ -102,4 +116,4 @@ class UnitOfWork:
         try:
             self.connection.rollback()
         except DBAPIError as exc:
-            raise translate(exc, action="rollback") from exc
+            raise self._error_for(exc, "rollback") from exc

@@ -200,7 +200,7 @@ def check_transcripts(store: StateStore) -> TranscriptReport:
 
     Read-only: one read transaction, no lock taken, nothing written.
     """
-    sessions_checked, rows_checked, found = store._read(_scan)
+    sessions_checked, rows_checked, found = store.read(_scan)
     return TranscriptReport(sessions_checked, rows_checked, tuple(found))
 
 
@@ -246,7 +246,7 @@ def repair_session(store: StateStore, session_id: str) -> SessionRepair:
     Raises :class:`NotFoundError` for an unknown session. A clean session changes nothing
     (and takes no write lock).
     """
-    exists = store._read(
+    exists = store.read(
         lambda s: s.execute(select(_s.c.id).where(_s.c.id == session_id)).first() is not None
     )
     if not exists:

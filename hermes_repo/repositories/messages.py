@@ -19,6 +19,7 @@ from ..codec import (
 from ..errors import NotFoundError
 from ..ids import check_session_id
 from ..models import messages_table, sessions_table
+from .statements import Db, Statement, execute
 
 __all__ = ["BUMP_COUNTERS_SQL", "INSERT_MESSAGE_SQL", "MessageRepository"]
 
@@ -26,17 +27,9 @@ _messages = messages_table
 _sessions = sessions_table
 _columns = [_messages.c[name] for name in MESSAGE_COLUMNS]
 _insert = insert(_messages)
-# The same two statements as text, for the store's driver-level append path.
-BUMP_COUNTERS_SQL = (
-    "UPDATE sessions SET message_count = message_count + ?, "
-    "tool_call_count = tool_call_count + ? WHERE id = ?"
-)
-INSERT_MESSAGE_SQL = (
-    f"INSERT INTO messages ({', '.join(ROW_COLUMNS)}) "
-    f"VALUES ({', '.join(':' + c for c in ROW_COLUMNS)})"
-)
-# Built once: constructing a statement per append cost more than executing it.
-_bump = (
+# The append's two statements, each defined once; built once (constructing a statement
+# per append cost more than executing it), run through SQLAlchemy or on the cursor.
+_bump = Statement(
     update(_sessions)
     .where(_sessions.c.id == bindparam("sid"))
     .values(
@@ -44,6 +37,10 @@ _bump = (
         tool_call_count=_sessions.c.tool_call_count + bindparam("n_calls"),
     )
 )
+_append = Statement(_insert, column_keys=ROW_COLUMNS)
+#: The append's statements as the driver runs them (named parameters).
+BUMP_COUNTERS_SQL = _bump.sql
+INSERT_MESSAGE_SQL = _append.sql
 # json_array_length of a valid JSON array, as tool_call_count counts a list.
 _recount = text(
     "UPDATE sessions SET "
@@ -59,17 +56,23 @@ class MessageRepository:
     """Reads and writes ``messages`` rows inside the caller's transaction.
 
     Appends keep the session's counters (active messages, tool calls) in step in the same
-    transaction, so a listing never disagrees with the transcript.
+    transaction, so a listing never disagrees with the transcript. The appends also run
+    on a driver cursor (see :mod:`.statements`: the store's one-message fast path); the
+    other methods need SQLAlchemy.
     """
 
-    def __init__(self, db: Connection | Session) -> None:
-        self._session = db
+    def __init__(self, db: Db) -> None:
+        self._db = db
+
+    @property
+    def _session(self) -> Connection | Session:
+        return self._db  # type: ignore[return-value]
 
     def _bump_counters(self, session_id: str, messages: int, tool_calls: int) -> None:
-        result = self._session.execute(
-            _bump, {"sid": session_id, "n_messages": messages, "n_calls": tool_calls}
+        rowcount, _ = execute(
+            self._db, _bump, {"sid": session_id, "n_messages": messages, "n_calls": tool_calls}
         )
-        if result.rowcount == 0:  # type: ignore[attr-defined]
+        if rowcount == 0:
             raise NotFoundError(
                 f"session {session_id!r} does not exist; create it first "
                 "(uow.sessions.create(..., id=...))"
@@ -83,8 +86,9 @@ class MessageRepository:
     def append_row(self, row: Mapping[str, Any], tool_calls: int) -> int:
         """Insert a row made by :func:`codec.message_to_row`; returns its row id."""
         self._bump_counters(row["session_id"], 1, tool_calls)
-        result = self._session.execute(_insert, row)
-        return int(result.inserted_primary_key[0])  # type: ignore[attr-defined]
+        _, rowid = execute(self._db, _append, row)
+        assert rowid is not None  # an INSERT into a rowid table always sets it
+        return rowid
 
     def append_many(self, session_id: str, messages: Iterable[Mapping[str, Any]]) -> int:
         """Insert many messages in order with one executemany; returns how many."""
@@ -94,7 +98,7 @@ class MessageRepository:
         check_session_id(session_id)
         rows = [message_to_row(session_id, m) for m in batch]
         self._bump_counters(session_id, len(rows), sum(tool_call_count(m) for m in batch))
-        self._session.execute(_insert, rows)
+        execute(self._db, _append, rows)
         return len(rows)
 
     def insert_rows(self, rows: Iterable[Mapping[str, Any]]) -> int:

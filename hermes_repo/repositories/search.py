@@ -37,12 +37,12 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ..codec import scrub
 from ..schema import fts
 from ..schema.fts import text_projection
+from .statements import Cursor, fetch
 
 __all__ = [
     "CANDIDATE_CAP",
@@ -157,28 +157,17 @@ _PROBE = (
 
 class SearchRepository:
     """Runs searches on a connection (a read transaction, or none: each query is one
-    consistent read on its own).
-
-    ``raw=True`` sends the same SQL straight to the driver's cursor: a selective search
-    costs ~0.1 ms in SQLite and SQLAlchemy's per-statement machinery would triple it.
-    Driver errors then surface unwrapped; the store answers them by running the search
-    again on the instrumented path, where the engine events classify them (FTS damage,
-    quarantine).
+    consistent read on its own), or on a driver cursor (see :mod:`.statements`): a
+    selective search costs ~0.1 ms in SQLite and SQLAlchemy's per-statement machinery
+    would triple it. On a cursor, driver errors surface unwrapped; the caller classifies
+    them (FTS damage, quarantine).
     """
 
-    def __init__(self, connection: Connection, *, raw: bool = False) -> None:
-        self._conn = connection
-        self._raw = raw
+    def __init__(self, db: Connection | Cursor) -> None:
+        self._db = db
 
     def _rows(self, sql: str, params: dict[str, Any]) -> list[Any]:
-        if not self._raw:
-            return list(self._conn.execute(text(sql), params))
-        cursor = self._conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-        try:
-            cursor.execute(sql, params)
-            return list(cursor.fetchall())
-        finally:
-            cursor.close()
+        return fetch(self._db, sql, params)
 
     def search(
         self,

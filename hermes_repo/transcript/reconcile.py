@@ -27,7 +27,8 @@ Only rows that change are written. The transactions:
    without reading the 20k rows twice.
 3. If that write fails for any reason (another writer committed in between or holds the
    lock, a damaged index to detach...), it is rolled back and the repair runs again as a
-   unit of work through :meth:`StateStore.write`: ``BEGIN IMMEDIATE``, re-read, re-plan
+   unit of work through the write core (:meth:`Database.write
+   <hermes_repo.database.Database.write>`): ``BEGIN IMMEDIATE``, re-read, re-plan
    (another process may have repaired or extended the session), write; transient lock
    errors replay that unit whole, and FTS damage is handled as for any write.
 
@@ -48,15 +49,14 @@ from typing import TYPE_CHECKING, Any, Final
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.orm import Session
 
 from ..codec import MESSAGE_COLUMNS, content_columns, dumps, encode_text, row_to_message
-from ..errors import HermesRepoError, describe, translate
+from ..errors import HermesRepoError, describe
 from ..models import messages_table, sessions_table
 from .repair import Removal, RepairPlan, SurvivorUpdate, repair_transcript, violations
 
 if TYPE_CHECKING:
-    from ..store import StateStore
+    from ..database import WriteCore
     from ..uow import UnitOfWork
 
 __all__ = [
@@ -391,7 +391,7 @@ def _write(
 
 
 def reconcile_session(
-    store: StateStore,
+    store: WriteCore,
     session_id: str,
     *,
     with_ids: bool = False,
@@ -403,19 +403,14 @@ def reconcile_session(
     A clean session is read once and nothing is written, not even an empty write
     transaction.
     """
-    with Session(bind=store.engine) as session:
-        try:
-            session.begin()
-            conn = session.connection()
-            snapshot = _Snapshot.read(conn, session_id, with_ids)
-            if not snapshot.found:
-                session.commit()
-                return ReconcileResult(session_id, snapshot.messages, 0, (), (), 0)
-        except DBAPIError as exc:
-            raise translate(exc, action="read") from exc
+
+    def same_transaction(conn: Connection) -> ReconcileResult | None:
+        snapshot = _Snapshot.read(conn, session_id, with_ids)
+        if not snapshot.found:
+            return ReconcileResult(session_id, snapshot.messages, 0, (), (), 0)
         try:
             result = _write(conn, session_id, snapshot, clock(), PATH_SAME_TRANSACTION)
-            session.commit()
+            conn.commit()
             return result
         except DBAPIError as exc:
             # Usually another writer committed since the read (the snapshot is stale and
@@ -424,7 +419,12 @@ def reconcile_session(
             # the way any write does.
             log.debug("repair of %s goes through a write unit: %s", session_id, describe(exc))
             with contextlib.suppress(DBAPIError):
-                session.rollback()
+                conn.rollback()
+            return None
+
+    done = store.read(same_transaction)
+    if done is not None:
+        return done
 
     def work(uow: UnitOfWork) -> ReconcileResult:
         # Re-read and re-plan: the state may have moved (another process repaired or

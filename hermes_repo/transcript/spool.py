@@ -22,7 +22,7 @@ are still found, listed and replayed; in the one case where such a name is ambig
 read as the queue of ``x``, the common case.
 
 A spool file is only ever appended to, then fsynced with its folder, and deleted by
-recovery after the records are committed (see :mod:`hermes_repo.transcript.recovery`).
+recovery after the records are committed (see :mod:`hermes_repo.transcript.replay`).
 
 Two siblings share the format and the safety rules but are never replayed:
 

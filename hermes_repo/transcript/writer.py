@@ -34,13 +34,13 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.exc import DBAPIError
-from sqlalchemy.orm import Session
+from sqlalchemy.engine import Connection
 
 from ..codec import dumps, escape_surrogates, message_to_row, new_uid
+from ..database import WriteCore
 from ..engine import default_home
 from ..errors import (
     ConfigurationError,
@@ -50,18 +50,14 @@ from ..errors import (
     NotFoundError,
     classify,
     describe,
-    translate,
 )
 from ..ids import validate_session_id
 from ..models import messages_table
 from ..repositories import MessageRepository
-from ..retry import TRANSCRIPT_POLICY, RetryPolicy, run_with_retry
+from ..retry import TRANSCRIPT_POLICY, RetryPolicy
 from ..uow import UnitOfWork
 from . import spool
-from .recovery import keep_rejected, recover_file
-
-if TYPE_CHECKING:
-    from ..store import StateStore
+from .replay import keep_rejected, replay_file
 
 __all__ = ["FlushResult", "Rejection", "TranscriptWriter"]
 
@@ -130,7 +126,7 @@ class TranscriptWriter:
         self,
         home: str | os.PathLike[str] | None,
         session_id: str,
-        store: StateStore | None = None,
+        store: WriteCore | None = None,
         *,
         write_budget_s: float | None = None,
         source: str = "cli",
@@ -261,7 +257,7 @@ class TranscriptWriter:
 
     def _write(
         self,
-        store: StateStore,
+        store: WriteCore,
         todo: list[dict[str, Any]],
         committed: set[str],
         failure: Exception | None,
@@ -277,7 +273,7 @@ class TranscriptWriter:
             # first, so rows keep the conversation's order.
             try:
                 for name in backlog:
-                    recover_file(store, self.session_id, self.policy, raise_errors=True, name=name)
+                    replay_file(store, self.session_id, self.policy, raise_errors=True, name=name)
                 self._spooled.clear()  # everything spooled so far is committed now
                 committed = self._committed_uids(store, reload=True)
             except Exception as exc:
@@ -347,31 +343,25 @@ class TranscriptWriter:
 
     # -- database side ---------------------------------------------------------------
 
-    def _committed_uids(self, store: StateStore, *, reload: bool = False) -> set[str]:
+    def _committed_uids(self, store: WriteCore, *, reload: bool = False) -> set[str]:
         if self._committed is None or reload:
             sid = self.session_id
-
-            def attempt() -> set[str]:
-                try:
-                    with Session(bind=store.engine) as session, session.begin():
-                        return MessageRepository(session).uids(sid)
-                except DBAPIError as exc:
-                    raise translate(exc, action="read") from exc
-
-            self._committed = run_with_retry(attempt, self.policy)
+            self._committed = store.read(
+                lambda conn: MessageRepository(conn).uids(sid), self.policy
+            )
         return self._committed
 
-    def _uid_stored(self, store: StateStore, uid: str) -> bool:
+    def _uid_stored(self, store: WriteCore, uid: str) -> bool:
         stmt = select(messages_table.c.id).where(
             messages_table.c.session_id == self.session_id, messages_table.c.uid == uid
         )
-        try:
-            with Session(bind=store.engine) as session, session.begin():
-                return session.execute(stmt).first() is not None
-        except DBAPIError as exc:
-            raise translate(exc, action="read") from exc
 
-    def _write_one(self, store: StateStore, message: dict[str, Any]) -> None:
+        def stored(conn: Connection) -> bool:
+            return conn.execute(stmt).first() is not None
+
+        return store.read(stored, self.policy)
+
+    def _write_one(self, store: WriteCore, message: dict[str, Any]) -> None:
         sid = self.session_id
 
         def first_message(uow: UnitOfWork) -> int:
@@ -398,7 +388,7 @@ class TranscriptWriter:
         rest: list[dict[str, Any]],
         written: list[str],
         failure: BaseException,
-        store: StateStore | None,
+        store: WriteCore | None,
     ) -> FlushResult:
         kind = classify(failure)
         cause = f"{kind.value}: {describe(failure)}" if store is not None else describe(failure)

@@ -185,13 +185,13 @@ def test_the_failing_structural_write_is_not_retried(
     _damage_last_leaf(home / "state.db")
     store = StateStore.open(home)
     replays: list[object] = []
-    original = store._once
+    original = store.database.write_once
 
     def counting(work: object) -> object:
         replays.append(work)
         return original(work)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(store, "_once", counting)
+    monkeypatch.setattr(store.database, "write_once", counting)
     with pytest.raises(StateDbCorruptError):
         store.append_message("late", {"role": "user", "content": "x"})
     assert replays == []  # no second attempt through the instrumented path

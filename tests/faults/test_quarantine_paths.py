@@ -261,7 +261,7 @@ def test_close_of_a_quarantined_store_does_no_checkpoint(
         # A build where SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE cannot be reached (no
         # setconfig, no provable C handle): the read-only sentinel must hold the file.
         monkeypatch.setattr(quarantine, "disable_checkpoint_on_close", lambda *_a: False)
-    sentinels = len(quarantine._sentinels)
+    sentinels = quarantine.sentinel_count()
     store = _damaged_store(home, "leaf")
     db = store.path
     with pytest.raises(StateDbCorruptError):
@@ -270,7 +270,7 @@ def test_close_of_a_quarantined_store_does_no_checkpoint(
     assert before[1] is not None
     store.close()
     assert _digests(db) == before
-    opened = len(quarantine._sentinels) - sentinels
+    opened = quarantine.sentinel_count() - sentinels
     assert opened == (1 if switch == "sentinel" else 0)
     # A plain read-only look (no checkpoint: mode=ro never writes) finds the frames.
     con = MODULE.connect(f"file:{db}?mode=ro", uri=True)

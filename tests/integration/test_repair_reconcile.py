@@ -341,7 +341,7 @@ def test_a_write_that_would_not_match_the_plan_rolls_back_whole(
     sid, _ = seed(store, MALFORMED)
     # Archive one of the rows behind the repair's back and make the write unit trust
     # the stale read: the guarded UPDATE then changes fewer rows than planned.
-    snap = store._read(lambda conn: reconcile._Snapshot.read(conn, sid, False))
+    snap = store.read(lambda conn: reconcile._Snapshot.read(conn, sid, False))
     with store.unit_of_work() as uow:
         uow.session.execute(
             text("UPDATE messages SET active = 0 WHERE id = :id"), {"id": snap.ids[9]}

@@ -53,11 +53,11 @@ FF = "tests/faults/test_flush_faults.py"
 MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "quarantine-handle-error",
-        "hermes_repo/quarantine.py",
-        "        if structural_damage(orig, driver, db_path):\n            info = enter(",
-        "        if False and structural_damage(orig, driver, db_path):\n            info = enter(",
+        "hermes_repo/database.py",
+        "        elif structural:\n            error = StateDbCorruptError(quarantine.enter(",
+        "        elif False:\n            error = StateDbCorruptError(quarantine.enter(",
         (f"{QP}::test_structural_damage_met_on_any_path_quarantines_and_nothing_reaches_the_file",),
-        "the engine listener no longer quarantines on a structural error",
+        "a structural verdict no longer quarantines the file",
     ),
     Mutation(
         "quarantine-statement-guard",
@@ -93,7 +93,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "replay-ignores-stored-uids",
-        "hermes_repo/transcript/recovery.py",
+        "hermes_repo/transcript/replay.py",
         "if c.uid not in stored and c.uid not in skip]",
         "if c.uid not in skip]",
         (f"{RS}::test_records_with_uid_are_inserted_once_in_file_order",),
@@ -109,9 +109,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "degrade-not-recognised",
-        "hermes_repo/store.py",
-        "        if exc.kind is ErrorKind.FTS:\n            return True",
-        "        if exc.kind is ErrorKind.FTS:\n            return False",
+        "hermes_repo/database.py",
+        "        if kind is ErrorKind.FTS:\n            fts_damage = True",
+        "        if kind is ErrorKind.FTS:\n            fts_damage = False",
         (f"{FD}::test_write_through_a_damaged_index_succeeds_with_the_index_detached",),
         "an FTS error is no longer taken for index damage: the write fails instead",
     ),

@@ -7,7 +7,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hermes_repo.transcript.recovery import longest_overlap
+from hermes_repo.transcript.replay import longest_overlap
 from hermes_repo.transcript.spool import RejectedLine, SpoolRecord, parse_spool
 
 

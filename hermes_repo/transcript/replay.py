@@ -47,11 +47,12 @@ import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import select
 
 from ..codec import dumps, message_to_row
+from ..database import WriteCore
 from ..errors import ErrorKind, HermesRepoError, IntegrityViolation, classify, describe
 from ..ids import validate_session_id
 from ..models import messages_table
@@ -59,16 +60,13 @@ from ..retry import RetryPolicy
 from ..uow import UnitOfWork
 from . import spool
 
-if TYPE_CHECKING:
-    from ..store import StateStore
-
 __all__ = [
-    "RecoveryReport",
+    "ReplayReport",
     "dedup_key",
     "keep_rejected",
     "longest_overlap",
-    "recover_file",
-    "recover_pending",
+    "replay_file",
+    "replay_pending",
     "storable_row",
 ]
 
@@ -88,8 +86,8 @@ Key = tuple[Any, ...]
 
 
 @dataclass(frozen=True)
-class RecoveryReport:
-    """What a recovery did.
+class ReplayReport:
+    """What a replay of spool files did.
 
     ``files``: spool files looked at; ``inserted``: messages committed; ``duplicates``:
     records already stored (or repeated in the spool); ``kept``: records or lines left
@@ -107,8 +105,8 @@ class RecoveryReport:
     #: full, damaged): files after it were not tried.
     blocked: bool = False
 
-    def __add__(self, other: RecoveryReport) -> RecoveryReport:
-        return RecoveryReport(
+    def __add__(self, other: ReplayReport) -> ReplayReport:
+        return ReplayReport(
             self.files + other.files,
             self.inserted + other.inserted,
             self.duplicates + other.duplicates,
@@ -285,15 +283,15 @@ def _overlap_skip(uow: UnitOfWork, session_id: str, candidates: list[_Candidate]
     return {c.uid for c in candidates[:k]}
 
 
-def recover_file(
-    store: StateStore,
+def replay_file(
+    store: WriteCore,
     session_id: str,
     policy: RetryPolicy | None = None,
     *,
     raise_errors: bool = False,
     name: str | None = None,
-) -> RecoveryReport:
-    """Recover one session's spool file (see the module docstring); ``name``: a file
+) -> ReplayReport:
+    """Replay one session's spool file (see the module docstring); ``name``: a file
     of the session other than its current name (one the previous version spooled).
 
     Database trouble does not raise: the file is kept and named in ``errors``; with
@@ -305,7 +303,7 @@ def recover_file(
     with spool.spool_lock(home, name):
         contents = spool.read_spool(home, name, session_id=session_id)
         if contents is None:
-            return RecoveryReport()  # another process recovered it while we waited
+            return ReplayReport()  # another process recovered it while we waited
         candidates, kept, repeats = _plan(session_id, contents)
         try:
             already = store.write(_insert_new(session_id, candidates), policy) if candidates else 0
@@ -321,7 +319,7 @@ def recover_file(
                 classify(exc).value,
                 describe(exc),
             )
-            return RecoveryReport(
+            return ReplayReport(
                 files=1,
                 kept=len(contents.records) + len(contents.rejected),
                 errors=(reason,),
@@ -354,7 +352,7 @@ def recover_file(
             )
         spool.remove_file(home, name)
     inserted = len(candidates) - already
-    return RecoveryReport(files=1, inserted=inserted, duplicates=already + repeats, kept=len(kept))
+    return ReplayReport(files=1, inserted=inserted, duplicates=already + repeats, kept=len(kept))
 
 
 def keep_rejected(home: os.PathLike[str] | str, session_id: str, lines: list[bytes]) -> None:
@@ -373,14 +371,14 @@ def keep_rejected(home: os.PathLike[str] | str, session_id: str, lines: list[byt
             spool.append_lines(home, name, fresh)
 
 
-def recover_pending(
-    store: StateStore,
+def replay_pending(
+    store: WriteCore,
     *,
     session_id: str | None = None,
     policy: RetryPolicy | None = None,
-) -> RecoveryReport:
-    """Recover every spool file of the store (or only ``session_id``'s)."""
-    report = RecoveryReport()
+) -> ReplayReport:
+    """Replay every spool file of the store (or only ``session_id``'s)."""
+    report = ReplayReport()
     if session_id is not None:
         names = spool.existing_names(store.home, session_id)
         sids: list[str | None] = [validate_session_id(session_id)] * len(names)
@@ -404,25 +402,25 @@ def recover_pending(
         names, sids = [names[i] for i in order], [sids[i] for i in order]
     for n, (name, sid) in enumerate(zip(names, sids, strict=True)):
         if sid is None:
-            report += RecoveryReport(
+            report += ReplayReport(
                 files=1,
                 errors=(f"{name}: not a valid session id; left in place, never replayed",),
             )
             continue
         try:
-            one = recover_file(store, sid, policy, name=name)
+            one = replay_file(store, sid, policy, name=name)
         except Exception as exc:
             # An unsafe or unreadable file, or anything else about this one file:
             # report it, go on with the others (bad data never stops the loop).
             log.warning("pending transcript %s not recovered: %s", name, exc)
-            report += RecoveryReport(files=1, errors=(f"{name}: {exc}",))
+            report += ReplayReport(files=1, errors=(f"{name}: {exc}",))
             continue
         report += one
         if one.blocked and n + 1 < len(names):
             # The database refused the write (locked past the budget, full, damaged):
             # the next file would wait and fail the same way, so leave them all.
             rest = len(names) - n - 1
-            report += RecoveryReport(
+            report += ReplayReport(
                 files=rest,
                 errors=(f"{rest} more file(s) not tried after the database failed",),
             )

@@ -1,0 +1,463 @@
+"""The write core: units of work on one store file, and what a failure means.
+
+:class:`Database` runs the units of work of one ``state.db``: writes in ``BEGIN
+IMMEDIATE`` transactions replayed whole on transient errors within a time budget
+(:meth:`Database.write`), reads likewise (:meth:`Database.read`), and the one-message
+append on the driver's cursor (:meth:`Database.append_message`, the hot path).
+
+Every driver error, wherever it is met (the engine's ``handle_error`` event, the
+driver-cursor fast paths, the unit of work's exit, a read), is classified by one method,
+:meth:`Database.failure`, into one :class:`Failure`: its kind, whether the canonical
+tables are damaged (a bare SQLITE_CORRUPT is decided by a read-only ``quick_check``)
+and whether the derived full-text index is. Two rules follow, each written once here:
+
+* structural damage quarantines the file (:mod:`hermes_repo.quarantine`) and the write
+  is not retried;
+* FTS damage met by a write detaches the index (marker and trigger drops) in the same
+  unit as the write, replayed from its start; met by a search, the index is detached
+  and the search answers from the canonical rows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from sqlalchemy import Engine, event
+from sqlalchemy.engine import Connection, ExceptionContext
+from sqlalchemy.exc import DBAPIError
+
+from . import quarantine
+from .codec import message_to_row, tool_call_count
+from .engine import DB_NAME, WRITE_OPTION, Driver
+from .errors import (
+    SQLITE_CORRUPT,
+    SQLITE_NOTADB,
+    ErrorKind,
+    HermesRepoError,
+    StateDbCorruptError,
+    StoreClosedError,
+    WriteFailedError,
+    classify,
+    describe,
+    sqlite_code,
+    translate,
+)
+from .ids import check_session_id
+from .repositories import MessageRepository, SearchHit, SearchRepository
+from .retry import (
+    DEFAULT_POLICY,
+    STORE_WRITE_BUDGET_S,
+    TRANSCRIPT_WRITE_BUDGET_S,
+    RetryPolicy,
+    run_with_retry,
+)
+from .schema import fts
+from .uow import UnitOfWork
+
+__all__ = ["Database", "Failure", "WriteCore"]
+
+log = logging.getLogger("hermes_repo")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What one driver error means, decided once by :meth:`Database.failure`.
+
+    ``structural``: the canonical b-trees, schema or header are damaged (the file is
+    quarantined). ``fts_damage``: the derived full-text index is damaged and the
+    canonical tables are sound; ``fts_index`` is the index the error names, if any.
+    ``damage`` is the SQLite error in one line. ``error`` is what leaves the API,
+    raised ``from`` the driver error.
+    """
+
+    kind: ErrorKind
+    structural: bool
+    fts_damage: bool
+    fts_index: str | None
+    damage: str
+    error: HermesRepoError
+
+
+class WriteCore(Protocol):
+    """What the transcript code and the import need of a store.
+
+    Provided by :class:`Database` and by the :class:`~hermes_repo.StateStore` facade
+    (which delegates to its database), so either may be handed in.
+    """
+
+    @property
+    def home(self) -> Path: ...
+
+    @property
+    def path(self) -> Path: ...
+
+    @property
+    def transcript_budget_s(self) -> float: ...
+
+    def unit_of_work(self) -> UnitOfWork: ...
+
+    def write(self, work: Callable[[UnitOfWork], T], policy: RetryPolicy | None = None) -> T: ...
+
+    def read(self, work: Callable[[Connection], T], policy: RetryPolicy | None = None) -> T: ...
+
+    def append_message(
+        self,
+        session_id: str,
+        message: Mapping[str, Any],
+        *,
+        policy: RetryPolicy | None = None,
+    ) -> int: ...
+
+
+def _driver_error(exc: BaseException) -> BaseException | None:
+    """The driver error behind ``exc`` (None for a library error that has none)."""
+    err: BaseException | None = exc
+    while isinstance(err, HermesRepoError):
+        err = err.__cause__
+    if isinstance(err, DBAPIError) and err.orig is not None:
+        return err.orig
+    return err
+
+
+class Database:
+    """Runs units of work on one store file; owns its engine, guard and retry budgets.
+
+    Built on an engine made by :func:`~hermes_repo.engine.create_store_engine` (or a
+    read-only one) whose quarantine guard is installed; installs the engine's error
+    event. ``write_budget_s`` is how long a write (and a read) waits for a locked or
+    read-only database: default 20 s, transcript flushes 60 s.
+    """
+
+    def __init__(
+        self,
+        home: Path,
+        engine: Engine,
+        driver: Driver,
+        guard: quarantine.Guard,
+        *,
+        write_budget_s: float | None = None,
+    ) -> None:
+        self.home = home
+        self.path = home / DB_NAME
+        self.driver = driver
+        self.guard = guard
+        budget = STORE_WRITE_BUDGET_S if write_budget_s is None else write_budget_s
+        self.write_policy = RetryPolicy(budget_s=budget)
+        # Reads wait for the same budget: with a rollback journal (the standard-library
+        # SQLite) a committing writer blocks readers too, for longer than busy_timeout.
+        self.read_policy = RetryPolicy(budget_s=budget)
+        self.transcript_budget_s = (
+            TRANSCRIPT_WRITE_BUDGET_S if write_budget_s is None else write_budget_s
+        )
+        # FTS state as last seen, and the schema cookie it was seen at: dropping or
+        # creating the triggers changes the cookie, so a PRAGMA (no table read) tells
+        # this process when another one degraded or rebuilt the index.
+        self._fts_seen_at: int | None = None
+        self._fts_live = True
+        # The last error classified, with its verdict: the engine event classifies an
+        # error first, and the unit of work and the write that see it next ask again.
+        self._recent: tuple[BaseException, tuple[ErrorKind, bool, bool]] | None = None
+        self._engine: Engine | None = engine
+        self._writer = engine.execution_options(**{WRITE_OPTION: True})
+        event.listen(engine, "handle_error", self._on_engine_error)
+
+    @property
+    def engine(self) -> Engine:
+        if self._engine is None:
+            raise StoreClosedError("the store is closed; open it again with StateStore.open")
+        return self._engine
+
+    def close(self) -> bool:
+        """Close every connection; True when this call closed them (False: closed before)."""
+        engine, self._engine = self._engine, None
+        self._recent = None  # its traceback holds the frames of a failed unit
+        if engine is None:
+            return False
+        engine.dispose()
+        return True
+
+    @property
+    def quarantined(self) -> bool:
+        """True once the file was found structurally damaged: writes are refused."""
+        return self.guard.active
+
+    # -- what a failure means ----------------------------------------------------------
+
+    def failure(self, exc: BaseException, *, action: str = "write") -> Failure:
+        """Classify a failure: a driver error (raw or wrapped by SQLAlchemy) or a
+        library error translated from one. Structural damage quarantines the file here;
+        ``action`` names what failed in the error's message ("read", "commit", ...)."""
+        cause = _driver_error(exc)
+        if cause is None:  # a library error of its own (a refusal, a closed store)
+            error = exc if isinstance(exc, HermesRepoError) else translate(exc, action=action)
+            return Failure(classify(exc), False, False, None, str(exc), error)
+        kind, structural, fts_damage = self._verdict(cause)
+        damage = describe(cause)
+        if isinstance(exc, HermesRepoError):
+            error = exc
+        elif structural:
+            error = StateDbCorruptError(quarantine.enter(self.path, damage).message())
+        else:
+            error = translate(exc, action=action)
+        index = fts.index_named_in(damage) if fts_damage else None
+        return Failure(kind, structural, fts_damage, index, damage, error)
+
+    def _verdict(self, cause: BaseException) -> tuple[ErrorKind, bool, bool]:
+        recent = self._recent
+        if recent is not None and recent[0] is cause:
+            return recent[1]
+        kind = classify(cause)
+        code = sqlite_code(cause)
+        structural = fts_damage = False
+        if kind is ErrorKind.FTS:
+            fts_damage = True
+        elif kind is ErrorKind.CORRUPT and code is not None:
+            if code & 0xFF == SQLITE_NOTADB:
+                structural = True
+            elif code & 0xFF == SQLITE_CORRUPT:
+                # Ambiguous: a damaged FTS shadow page and a damaged ``messages`` page
+                # raise the same code; the canonical tables' quick_check decides.
+                structural = not quarantine.canonical_tables_ok(self.driver, self.path)
+                fts_damage = not structural
+        verdict = (kind, structural, fts_damage)
+        self._recent = (cause, verdict)
+        return verdict
+
+    def _error(self, exc: BaseException, action: str) -> HermesRepoError:
+        return self.failure(exc, action=action).error
+
+    def _on_engine_error(self, ctx: ExceptionContext) -> None:
+        orig = ctx.original_exception
+        if isinstance(orig, HermesRepoError):  # the guard's own refusal
+            return
+        failure = self.failure(orig)
+        if failure.structural:
+            raise failure.error from orig
+
+    def _degradable(self, failure: Failure) -> bool:
+        # A quarantined file is never degraded: no write may reach it.
+        return failure.fts_damage and not self.guard.active
+
+    def _degrade(self, failure: Failure, work: Callable[[UnitOfWork], T], policy: RetryPolicy) -> T:
+        """Detach the damaged index and run ``work`` in the same unit, replayed whole."""
+
+        def detached(uow: UnitOfWork) -> T:
+            # The marker, the trigger drops and the caller's whole unit commit together;
+            # SQLite may already have rolled the failed transaction back, so the unit is
+            # replayed from its start, never patched up. The marker keeps the SQLite
+            # error, not its translation ("the database file is damaged ...").
+            fts.detach(uow.connection, index=failure.fts_index, error=failure.damage)
+            return work(uow)
+
+        result = run_with_retry(lambda: self.write_once(detached), policy)
+        self._fts_live = False
+        return result
+
+    # -- writes ------------------------------------------------------------------------
+
+    def unit_of_work(self) -> UnitOfWork:
+        """A write unit: ``with db.unit_of_work() as uow: ...; uow.commit()``."""
+        self.engine  # noqa: B018 - raises StoreClosedError after close()
+        self.guard.refuse()
+        return UnitOfWork(self._writer, errors=self._error)
+
+    def write_once(self, work: Callable[[UnitOfWork], T]) -> T:
+        """One attempt: ``work`` in a unit of work, committed; not retried, no degrade.
+
+        :meth:`write` calls it once per attempt (a seam to count attempts).
+        """
+        with self.unit_of_work() as uow:
+            result = work(uow)
+            uow.commit()
+            return result
+
+    def write(
+        self,
+        work: Callable[[UnitOfWork], T],
+        policy: RetryPolicy | None = None,
+        *,
+        first_try: Callable[[], T | None] | None = None,
+    ) -> T:
+        """Run ``work`` in a unit of work and commit; the whole unit is replayed on
+        transient errors (locked, busy, read-only) within ``policy``'s time budget
+        (default: :attr:`write_policy`). Damage to the full-text index detaches it and
+        the unit is replayed without it.
+
+        ``first_try`` (internal) is a cheaper way to do the same unit, tried once first
+        inside the same budget; it returns None to hand over to ``work``.
+        """
+        if policy is None:
+            policy = self.write_policy
+        pending_first = [first_try] if first_try is not None else []
+
+        def attempt() -> T:
+            if pending_first:
+                result = pending_first.pop()()
+                if result is not None:
+                    return result
+            return self.write_once(work)
+
+        try:
+            return run_with_retry(attempt, policy)
+        except WriteFailedError as exc:
+            failure = self.failure(exc)
+            if not self._degradable(failure):
+                raise
+        log.warning(
+            "full-text index damaged (%s): detaching it; the write goes on without it, "
+            "search uses the fallback until `hermes-repo sessions repair` rebuilds it",
+            failure.damage,
+        )
+        return self._degrade(failure, work, policy)
+
+    def append_message(
+        self,
+        session_id: str,
+        message: Mapping[str, Any],
+        *,
+        policy: RetryPolicy | None = None,
+    ) -> int:
+        """Append one message in its own transaction (retried); returns the row id.
+
+        The common case runs the unit's four statements (BEGIN IMMEDIATE, the counters
+        UPDATE, the INSERT, COMMIT) straight on the driver: through SQLAlchemy they cost
+        more than SQLite's own work. Anything unusual leaves that path at once, rolled
+        back, classified once: structural damage quarantines the file (the write is not
+        retried); a lock is retried within the same budget; FTS damage detaches the
+        index and the unit is replayed without it; any other error (a constraint, a
+        full disk) hands the same row to :meth:`write`'s instrumented path.
+        """
+        row = message_to_row(check_session_id(session_id), message)
+        calls = tool_call_count(message)
+        self.guard.refuse()
+
+        def on_driver() -> int | None:
+            try:
+                return self._append_on_driver(row, calls)
+            except self.driver.module.Error as exc:
+                failure = self.failure(exc)
+                if (
+                    failure.structural
+                    or failure.kind is ErrorKind.TRANSIENT  # retried, same budget clock
+                    or self._degradable(failure)
+                ):
+                    raise failure.error from exc
+                return None
+
+        return self.write(
+            lambda uow: uow.messages.append_row(row, calls), policy, first_try=on_driver
+        )
+
+    def _append_on_driver(self, row: dict[str, Any], calls: int) -> int:
+        """One append on the driver's cursor, in its own transaction."""
+        with self.engine.connect() as conn:
+            dbapi = conn.connection.dbapi_connection
+            assert dbapi is not None
+            cursor = dbapi.cursor()
+            try:
+                cursor.execute("BEGIN IMMEDIATE")
+                try:
+                    rowid = MessageRepository(cursor).append_row(row, calls)
+                    cursor.execute("COMMIT")
+                except BaseException:
+                    if dbapi.in_transaction:
+                        with contextlib.suppress(self.driver.module.Error):
+                            cursor.execute("ROLLBACK")
+                    raise
+            finally:
+                cursor.close()
+        return rowid
+
+    # -- reads -------------------------------------------------------------------------
+
+    def read(
+        self,
+        work: Callable[[Connection], T],
+        policy: RetryPolicy | None = None,
+        *,
+        transaction: bool = True,
+    ) -> T:
+        """Run ``work`` in a read transaction, replayed whole on transient errors.
+
+        With a rollback journal a writer's commit blocks readers for longer than
+        ``busy_timeout``; the read then waits like a write does (``policy``, default
+        :attr:`read_policy`). ``work`` may run statements on the connection's driver
+        cursor: its driver errors are classified like the others. Without
+        ``transaction`` the first attempt runs each statement as a consistent read on
+        its own (no BEGIN and COMMIT round trips, for hot paths); a replay after a lock
+        runs in a transaction, so a read that got in is not interrupted halfway by the
+        next writer.
+        """
+        bare = [not transaction]
+
+        def attempt() -> T:
+            # A plain connection, not an ORM session: reads are hot paths (search, load)
+            # and the session's bookkeeping cost more than the query.
+            try:
+                with self.engine.connect() as conn:
+                    if bare and bare.pop():
+                        return work(conn)
+                    with conn.begin():
+                        return work(conn)
+            except (DBAPIError, self.driver.module.Error) as exc:
+                raise self.failure(exc, action="read").error from exc
+
+        return run_with_retry(attempt, policy or self.read_policy)
+
+    def search(
+        self,
+        query: str,
+        *,
+        limit: int = 20,
+        session_id: str | None = None,
+        role: str | None = None,
+        include_inactive: bool = False,
+    ) -> list[SearchHit]:
+        """Full-text search (see :meth:`StateStore.search`): tried once on the driver's
+        cursor; a damaged index met there is detached once and the search answers from
+        the canonical rows."""
+
+        def run(conn: Connection, *, use_fts: bool) -> list[SearchHit]:
+            dbapi = conn.connection.dbapi_connection
+            assert dbapi is not None
+            cursor = dbapi.cursor()
+            try:
+                return SearchRepository(cursor).search(
+                    query,
+                    limit=limit,
+                    session_id=session_id,
+                    role=role,
+                    include_inactive=include_inactive,
+                    use_fts=use_fts and self._fts_is_live(conn, cursor),
+                )
+            finally:
+                cursor.close()
+
+        try:
+            return self.read(lambda conn: run(conn, use_fts=True), transaction=False)
+        except WriteFailedError as exc:
+            failure = self.failure(exc)
+            if not self._degradable(failure):
+                raise
+        log.warning(
+            "full-text index damaged (%s): detaching it; search uses the fallback until "
+            "`hermes-repo sessions repair` rebuilds it",
+            failure.damage,
+        )
+        self._degrade(failure, lambda uow: None, DEFAULT_POLICY)
+        return self.read(lambda conn: run(conn, use_fts=False), transaction=False)
+
+    def _fts_is_live(self, conn: Connection, cursor: Any) -> bool:
+        cookie = int(cursor.execute("PRAGMA schema_version").fetchone()[0])
+        if cookie != self._fts_seen_at:
+            self._fts_live = fts.stale_marker(conn) is None and fts.present_triggers(conn) == set(
+                fts.TRIGGER_NAMES
+            )
+            self._fts_seen_at = cookie
+        return self._fts_live

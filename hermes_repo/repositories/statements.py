@@ -1,0 +1,87 @@
+"""One statement, two ways to run it: through SQLAlchemy, or on the driver's cursor.
+
+The hot paths (one append per transaction, a selective search) run their statements
+straight on the DB-API cursor: there SQLAlchemy's per-statement machinery costs more
+than SQLite's own work. Every other caller runs the same statements through
+SQLAlchemy (its events classify errors and guard a quarantined file). A repository is
+built on either; the choice between the two is made here, from what it was given, and
+nowhere else. Driver errors from a cursor surface unwrapped: the write core classifies
+them (see :mod:`hermes_repo.database`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
+
+from sqlalchemy import text
+from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
+from sqlalchemy.engine import Connection, CursorResult
+from sqlalchemy.engine.interfaces import DBAPICursor
+from sqlalchemy.orm import Session
+from sqlalchemy.sql.expression import Executable, TextClause
+
+__all__ = ["Cursor", "Db", "Statement", "execute", "fetch"]
+
+# Both drivers (sqlite3, pysqlite3) take named parameters (":name") with a mapping.
+_DIALECT = SQLiteDialect_pysqlite(paramstyle="named")
+
+
+Cursor = DBAPICursor
+"""A DB-API cursor (of the store's driver)."""
+
+Db = Connection | Session | Cursor
+"""What a repository runs on: an SQLAlchemy connection or ORM session, or a driver cursor."""
+
+
+class Statement:
+    """A statement defined once (as SQLAlchemy Core) with its SQL text for a cursor.
+
+    The text is compiled once, at import: building or compiling a statement per call
+    cost more than executing it.
+    """
+
+    __slots__ = ("clause", "sql")
+
+    def __init__(self, clause: Executable, *, column_keys: Sequence[str] | None = None) -> None:
+        self.clause = clause
+        keys = list(column_keys) if column_keys is not None else None
+        self.sql = str(clause.compile(dialect=_DIALECT, column_keys=keys))  # type: ignore[attr-defined]
+
+    @classmethod
+    def of_text(cls, sql: str) -> Statement:
+        """A statement written as SQL text (named parameters)."""
+        return cls(text(sql))
+
+
+_SQLALCHEMY = (Connection, Session)  # a tuple: the cheaper isinstance on the hot path
+
+
+def _on_cursor(db: Db) -> bool:
+    return not isinstance(db, _SQLALCHEMY)
+
+
+def execute(
+    db: Db, stmt: Statement, params: Mapping[str, Any] | Sequence[Mapping[str, Any]]
+) -> tuple[int, int | None]:
+    """Run a statement (many times for a list of parameter sets); its rowcount and the
+    last inserted row id."""
+    if _on_cursor(db):
+        cursor = cast(Cursor, db)
+        if isinstance(params, Mapping):
+            cursor.execute(stmt.sql, params)
+        else:
+            cursor.executemany(stmt.sql, params)
+        return cursor.rowcount, cursor.lastrowid
+    result = cast(CursorResult[Any], cast(Connection | Session, db).execute(stmt.clause, params))
+    return result.rowcount, result.lastrowid
+
+
+def fetch(db: Db, sql: str | TextClause, params: Mapping[str, Any]) -> list[Any]:
+    """Every row a query returns."""
+    if _on_cursor(db):
+        cursor = cast(Cursor, db)
+        cursor.execute(sql if isinstance(sql, str) else sql.text, params)
+        return list(cursor.fetchall())
+    clause = text(sql) if isinstance(sql, str) else sql
+    return list(cast(Connection | Session, db).execute(clause, params))
