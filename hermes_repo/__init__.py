@@ -30,6 +30,7 @@ from .repositories import SearchHit
 from .store import Conversation, StateStore, StoreHealth
 from .transcript.recovery import RecoveryReport
 from .transcript.writer import FlushResult, Rejection, TranscriptWriter
+from .transfer import ImportReport, JsonlImportError, SessionInfo
 from .uow import UnitOfWork
 
 __all__ = [
@@ -38,13 +39,16 @@ __all__ = [
     "FlushResult",
     "HermesImportReport",
     "HermesRepoError",
+    "ImportReport",
     "ImportSourceError",
     "IntegrityViolation",
+    "JsonlImportError",
     "NotFoundError",
     "RecoveryReport",
     "Rejection",
     "SchemaMismatchError",
     "SearchHit",
+    "SessionInfo",
     "StateDbCorruptError",
     "StateStore",
     "StorageFullError",

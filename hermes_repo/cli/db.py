@@ -27,6 +27,7 @@ from ..ops.replace import replace_store
 from ..ops.snapshots import SnapshotVerifyError, snapshot_before
 from ..schema import migrate
 from ..schema.backup import timestamped_backup
+from ._options import json_option
 from ._output import CliError, echo_json
 
 if TYPE_CHECKING:
@@ -178,7 +179,7 @@ def _restore_point(engine: Engine, path: Path, rev: _Revision) -> None:
 
 
 @db.command("current")
-@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@json_option()
 @click.pass_obj
 def current(state: CliState, as_json: bool) -> None:
     """Show the schema revision of state.db, the head of this code, and the SQLite used.
@@ -257,7 +258,7 @@ def check(state: CliState) -> None:
 
 @db.command("replace")
 @click.argument("new_db", metavar="NEW.db", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@json_option()
 @click.pass_obj
 def replace(state: CliState, new_db: Path, as_json: bool) -> None:
     """Install NEW.db (e.g. the output of `sessions recover`) as the store, safely.
