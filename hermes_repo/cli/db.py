@@ -31,7 +31,7 @@ from ._output import CliError, echo_json
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
-    from . import CliState
+    from ._state import CliState
 
 __all__ = ["db"]
 

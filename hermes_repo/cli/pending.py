@@ -29,7 +29,7 @@ from ._output import CliError, echo_json, format_time, stdout_console
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from . import CliState
+    from ._state import CliState
 
 __all__ = ["pending"]
 

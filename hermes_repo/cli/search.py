@@ -15,7 +15,7 @@ from ._options import include_inactive_option, json_option, limit_option, sessio
 from ._output import echo_json, format_time, snippet_text, stdout_console
 
 if TYPE_CHECKING:
-    from . import CliState
+    from ._state import CliState
 
 __all__ = ["search_command"]
 

@@ -31,7 +31,7 @@ from ._options import include_inactive_option, json_option, limit_option
 from ._output import CliError, echo_json, format_time, stdout_console
 
 if TYPE_CHECKING:
-    from . import CliState
+    from ._state import CliState
 
 __all__ = ["sessions"]
 

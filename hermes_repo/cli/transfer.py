@@ -27,7 +27,7 @@ from ._options import json_option
 from ._output import CliError, echo_json, stderr_console
 
 if TYPE_CHECKING:
-    from . import CliState
+    from ._state import CliState
 
 __all__ = ["export_command", "import_command"]
 

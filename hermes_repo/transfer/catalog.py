@@ -7,7 +7,7 @@ runs them in a plain read transaction (:meth:`StateStore.list_sessions`,
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from sqlalchemy.engine import Connection
@@ -42,22 +42,9 @@ class SessionInfo:
     @classmethod
     def from_row(cls, row: AgentSession) -> SessionInfo:
         """The info of a mapped row (as the session repository returns it)."""
-        return cls(
-            id=row.id,
-            source=row.source,
-            user_id=row.user_id,
-            model=row.model,
-            title=row.title,
-            parent_session_id=row.parent_session_id,
-            started_at=row.started_at,
-            ended_at=row.ended_at,
-            end_reason=row.end_reason,
-            message_count=row.message_count,
-            tool_call_count=row.tool_call_count,
-            input_tokens=row.input_tokens,
-            output_tokens=row.output_tokens,
-            extra=None if row.extra is None else loads(row.extra),
-        )
+        values = {f.name: getattr(row, f.name) for f in fields(cls)}
+        values["extra"] = None if row.extra is None else loads(row.extra)
+        return cls(**values)
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of every column (None included), in column order."""

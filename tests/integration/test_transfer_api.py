@@ -8,13 +8,11 @@ thin layers over the same calls.
 from __future__ import annotations
 
 import json
-import os
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from hermes_repo import (
     HermesRepoError,
@@ -25,6 +23,7 @@ from hermes_repo import (
     StateStore,
     UnsafePathError,
 )
+from hermes_repo.cli import main
 from hermes_repo.ops.snapshots import SNAPSHOT_DIR
 from hermes_repo.transfer import (
     export_session,
@@ -36,26 +35,13 @@ from hermes_repo.transfer import (
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "samples" / "sample_sessions.jsonl"
-SCRIPT = Path(sys.executable).parent / "hermes-repo"
 
 
 def _cli(home: Path, *args: str) -> str:
-    """stdout of ``hermes-repo --home HOME ARGS`` (the installed console script)."""
-    if not SCRIPT.exists():
-        pytest.fail(f"the console script is not installed next to {sys.executable}")
-    environ = {**os.environ, "COLUMNS": "200"}
-    environ.pop("PYTHONPATH", None)
-    proc = subprocess.run(
-        [str(SCRIPT), "--home", str(home), *args],
-        capture_output=True,
-        text=True,
-        env=environ,
-        stdin=subprocess.DEVNULL,
-        timeout=120,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
+    """stdout of ``hermes-repo --home HOME ARGS``, run in this process."""
+    result = CliRunner().invoke(main, ["--home", str(home), *args], catch_exceptions=False)
+    assert result.exit_code == 0, result.stderr
+    return result.stdout
 
 
 def _sample_ids() -> list[str]:
