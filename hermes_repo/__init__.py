@@ -30,6 +30,7 @@ from .repositories import SearchHit
 from .store import Conversation, StateStore, StoreHealth
 from .transcript.replay import ReplayReport
 from .transcript.writer import FlushResult, Rejection, TranscriptWriter
+from .transfer import ImportReport, JsonlImportError, SessionInfo
 from .uow import UnitOfWork
 
 # The name the spool replay's report had before "replay" and "recover" were told apart.
@@ -41,14 +42,17 @@ __all__ = [
     "FlushResult",
     "HermesImportReport",
     "HermesRepoError",
+    "ImportReport",
     "ImportSourceError",
     "IntegrityViolation",
+    "JsonlImportError",
     "NotFoundError",
     "RecoveryReport",
     "Rejection",
     "ReplayReport",
     "SchemaMismatchError",
     "SearchHit",
+    "SessionInfo",
     "StateDbCorruptError",
     "StateStore",
     "StorageFullError",

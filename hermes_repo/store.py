@@ -39,6 +39,14 @@ from .transcript.reconcile import reconcile_session
 from .transcript.replay import ReplayReport, replay_pending
 from .transcript.spool import list_pending
 from .transcript.writer import TranscriptWriter
+from .transfer import (
+    ImportProgress,
+    ImportReport,
+    SessionInfo,
+    catalog,
+    export_session,
+    import_jsonl,
+)
 from .uow import UnitOfWork
 
 __all__ = ["Conversation", "StateStore", "StoreHealth", "journal_notes"]
@@ -575,3 +583,32 @@ class StateStore:
             **self._pending_health(),
             notes=notes,
         )
+
+    # -- sessions, import and export: the library API of hermes_repo.transfer -------------
+
+    def list_sessions(
+        self, *, limit: int = 50, offset: int = 0, source: str | None = None
+    ) -> list[SessionInfo]:
+        """Sessions, most recently started first, as ``hermes-repo sessions list`` shows
+        them (``source`` keeps only that source's). A plain read transaction: listing
+        never takes the write lock an agent needs."""
+        return self.read(
+            lambda conn: catalog.list_sessions(conn, limit=limit, offset=offset, source=source)
+        )
+
+    def get_session(self, session_id: str) -> SessionInfo:
+        """One session's row; :class:`~hermes_repo.errors.NotFoundError` (naming the
+        command that lists sessions) when the store has none with that id."""
+        return self.read(lambda conn: catalog.get_session(conn, session_id))
+
+    def import_jsonl(
+        self, path: str | os.PathLike[str], *, progress: ImportProgress | None = None
+    ) -> ImportReport:
+        """Import a JSON Lines file, one session per unit of work; idempotent (see
+        :func:`hermes_repo.transfer.import_jsonl`)."""
+        return import_jsonl(self, path, progress=progress)
+
+    def export_session(self, session_id: str, fmt: str = "jsonl") -> str:
+        """One session's replay as JSON Lines or Markdown text (see
+        :func:`hermes_repo.transfer.export_session`)."""
+        return export_session(self, session_id, fmt)

@@ -11,7 +11,6 @@ Commands live in one module per area and are registered in the explicit lists be
 
 from __future__ import annotations
 
-import logging
 import os
 import sqlite3
 import sys
@@ -22,10 +21,10 @@ import click
 from alembic.util.exc import CommandError as AlembicCommandError
 from sqlalchemy.exc import DBAPIError
 
-from ..engine import db_path_for_home, select_driver
+from ..engine import select_driver
 from ..errors import HermesRepoError, translate
-from ..store import StateStore
 from ._output import CliError
+from ._state import CliState
 
 # Aliased so that `hermes_repo.cli.db` and `hermes_repo.cli.sessions` stay the modules.
 from .db import db as db_group
@@ -54,73 +53,6 @@ def _driver_errors() -> tuple[type[Exception], ...]:
 
 
 _DRIVER_ERRORS = _driver_errors()
-_LIBRARY_LOGGER = "hermes_repo"
-
-
-class _DeferredWarnings(logging.Handler):
-    """Holds the library's warnings until the command ends.
-
-    After a success they are printed as ``warning: ...`` lines; after a failure they are
-    dropped, because the library logs the same cause it raises (e.g. a quarantine) and
-    the failure must stay one ``error:`` line.
-    """
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-    def flush_to_stderr(self) -> None:
-        for record in self.records:
-            click.echo(f"warning: {' '.join(record.getMessage().split())}", err=True)
-        self.records.clear()
-
-
-class CliState:
-    """What every command shares: the store folder and a lazily opened store."""
-
-    def __init__(self, home: Path | None, *, verbose: bool = False) -> None:
-        # None means "the library's default" ($HERMES_HOME, else ~/.hermes): resolving it
-        # here would duplicate that rule, so it is passed through as is.
-        self.home = home
-        self._store: StateStore | None = None
-        self._log_handler: logging.Handler
-        if verbose:
-            self._log_handler = logging.StreamHandler(sys.stderr)
-            self._log_handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-            self._log_handler.setLevel(logging.INFO)
-        else:
-            self._log_handler = _DeferredWarnings()
-        logger = logging.getLogger(_LIBRARY_LOGGER)
-        logger.addHandler(self._log_handler)
-        if verbose:
-            logger.setLevel(logging.INFO)
-
-    def finish(self, *, failed: bool) -> None:
-        """Detach the log handler; print deferred warnings unless the command failed."""
-        logging.getLogger(_LIBRARY_LOGGER).removeHandler(self._log_handler)
-        if isinstance(self._log_handler, _DeferredWarnings) and not failed:
-            self._log_handler.flush_to_stderr()
-
-    @property
-    def db_path(self) -> Path:
-        """The ``state.db`` this invocation operates on."""
-        return db_path_for_home(self.home)
-
-    @property
-    def store(self) -> StateStore:
-        """The store, opened on first use (created at head if the file is missing)."""
-        if self._store is None:
-            self._store = StateStore.open(self.home)
-        return self._store
-
-    def close(self) -> None:
-        """Close the store if a command opened it."""
-        store, self._store = self._store, None
-        if store is not None:
-            store.close()
 
 
 def _one_line_cause(exc: BaseException) -> str:

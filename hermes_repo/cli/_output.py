@@ -7,9 +7,7 @@ the JSON a script reads.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-import math
 import sys
 from typing import IO, Any
 
@@ -19,10 +17,12 @@ from rich.text import Text
 
 from ..codec import escape_surrogates
 from ..repositories.search import SNIPPET_CLOSE, SNIPPET_OPEN
+from ..transfer import finite, format_time
 
 __all__ = [
     "CliError",
     "echo_json",
+    "finite",
     "format_time",
     "snippet_text",
     "stderr_console",
@@ -69,36 +69,6 @@ def echo_json(value: Any) -> None:
     except ValueError:  # a stored NaN or infinity (old rows, raw SQL): not JSON
         text = json.dumps(finite(value), ensure_ascii=False, indent=2, allow_nan=False)
     click.echo(escape_surrogates(text))
-
-
-def finite(value: Any) -> Any:
-    """``value`` with each NaN or infinite float as its repr string (``"inf"``,
-    ``"-inf"``, ``"nan"``): JSON output never holds ``Infinity`` or ``NaN``. Only used
-    once a strict write has failed, so the common output pays nothing."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return repr(value)
-    if isinstance(value, dict):
-        return {k: finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [finite(v) for v in value]
-    return value
-
-
-def format_time(epoch: float | None, *, seconds: bool = True) -> str:
-    """An epoch time as local ``YYYY-MM-DD HH:MM:SS`` (``HH:MM`` without ``seconds``),
-    or ``-`` when absent.
-
-    The store refuses implausible times on write, but rows written by older versions or
-    by raw SQL may hold anything (milliseconds, infinity, text): such a value is shown as
-    ``invalid time <value>`` instead of failing the whole listing.
-    """
-    if epoch is None:
-        return "-"
-    try:
-        when = dt.datetime.fromtimestamp(epoch)
-    except (OverflowError, OSError, ValueError, TypeError):
-        return f"invalid time {epoch!r}"
-    return when.strftime("%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M")
 
 
 def snippet_text(snippet: str, *, color: bool) -> Text:

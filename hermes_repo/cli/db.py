@@ -1,96 +1,39 @@
 """``hermes-repo db``: schema migrations (upgrade, current revision, drift check).
 
-These commands build their own engine with :func:`create_store_engine` instead of
-:meth:`StateStore.open`: the store refuses to open a file behind head, and that is exactly
-the file ``db upgrade`` exists to fix.
+The work is :mod:`hermes_repo.ops.upgrade` (which builds its own engine instead of
+:meth:`StateStore.open`: the store refuses to open a file behind head, and that is
+exactly the file ``db upgrade`` exists to fix) and :mod:`hermes_repo.ops.replace`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
 import shlex
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
-from sqlalchemy import Engine
-from sqlalchemy.exc import DBAPIError
 
-from .. import walcheck
-from ..engine import Driver, create_store_engine, engine_driver
-from ..errors import translate
+from ..engine import Driver
 from ..ops.replace import replace_store
-from ..ops.snapshots import SnapshotVerifyError, snapshot_before
+from ..ops.upgrade import (
+    SchemaRevision,
+    check_schema,
+    describe_revision,
+    read_revision,
+    refuse_unless_ours,
+    restore_point,
+    schema_engine,
+)
 from ..schema import migrate
-from ..schema.backup import timestamped_backup
+from ._options import json_option
 from ._output import CliError, echo_json
 
 if TYPE_CHECKING:
-    from . import CliState
+    from sqlalchemy import Engine
+
+    from ._state import CliState
 
 __all__ = ["db"]
-
-
-@dataclass(frozen=True)
-class _Revision:
-    """Where a file stands against the migrations shipped with this code."""
-
-    path: Path
-    revision: str | None
-    head: str
-    status: str  # missing | empty | foreign | unversioned | at-head | damaged | behind | ahead
-    schema: migrate.SchemaStatus | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "path": str(self.path),
-            "revision": self.revision,
-            "head": self.head,
-            "status": self.status,
-        }
-
-
-@contextmanager
-def _engine(db_path: Path, *, report_only: bool = False) -> Iterator[Engine]:
-    walcheck.preserve_damaged_wal(db_path)  # before SQLite can discard its frames
-    # report_only: the journal mode is the file's, and a report must show it as found,
-    # not switch it to this process's choice first.
-    engine = create_store_engine(
-        db_path, journal_switch=(lambda: contextlib.nullcontext(False)) if report_only else None
-    )
-    try:
-        yield engine
-    finally:
-        engine.dispose()
-
-
-def _revision(engine: Engine, db_path: Path) -> _Revision:
-    try:
-        with engine.connect() as conn:
-            schema = migrate.schema_status(conn)
-    except DBAPIError as exc:
-        raise translate(exc, action=f"reading the schema revision of {db_path}") from exc
-    return _Revision(db_path, schema.revision, schema.head, schema.status, schema)
-
-
-def _refuse_unless_ours(rev: _Revision) -> None:
-    """Stop on files no migration of this code may touch."""
-    if rev.status == "ahead":
-        raise CliError(
-            f"{rev.path} is at schema revision {rev.revision}, newer than this hermes_repo "
-            f"knows (head {rev.head}); upgrade the hermes_repo package, never downgrade the file"
-        )
-    if rev.status in ("damaged", "unversioned") and rev.schema is not None:
-        raise CliError(migrate.damaged_schema_fix(rev.path, rev.schema))
-    if rev.status == "foreign":
-        raise CliError(
-            f"{rev.path} holds tables but no hermes_repo schema revision, so it is not a "
-            "hermes_repo store; point --home / HERMES_HOME at another folder"
-        )
 
 
 def _driver_line(driver: Driver, journal_mode: str) -> str:
@@ -134,9 +77,9 @@ def upgrade(state: CliState) -> None:
       hermes-repo --home ~/.hermes db upgrade
     """
     path = state.db_path
-    with _engine(path) as engine:
-        rev = _revision(engine, path)
-        _refuse_unless_ours(rev)
+    with schema_engine(path) as engine:
+        rev = read_revision(engine, path)
+        refuse_unless_ours(rev)
         if rev.status == "at-head":
             # Nothing will change: a snapshot here would only push older automatic
             # snapshots out of their retention.
@@ -145,25 +88,16 @@ def upgrade(state: CliState) -> None:
         if rev.status != "empty":
             _restore_point(engine, path, rev)
         migrate.upgrade(engine)
-        after = _revision(engine, path)
+        after = read_revision(engine, path)
     click.echo(f"upgraded {path}: {rev.revision or 'empty'} -> {after.revision}")
 
 
-def _restore_point(engine: Engine, path: Path, rev: _Revision) -> None:
-    """A snapshot of the store before it is migrated; a raw backup when none can be made.
-
-    Other snapshot failures (no space, another snapshot running) stop the upgrade: it
-    must not go on without a way back.
-    """
-    try:
-        snap = snapshot_before(path.parent, "pre-upgrade")
-    except SnapshotVerifyError as exc:
-        # A damaged store gets no verified snapshot; the migration may still be what
-        # the operator needs, so the old restore point is kept for it.
-        click.echo(f"no snapshot: {' '.join(str(exc).split())}")
-        snap = None
+def _restore_point(engine: Engine, path: Path, rev: SchemaRevision) -> None:
+    """Take the restore point before a migration and say what and where it is."""
+    point = restore_point(engine, path, unverified=lambda why: click.echo(f"no snapshot: {why}"))
+    snap = point.snapshot
     if snap is None:
-        click.echo(f"backup: {timestamped_backup(engine, path, 'pre-upgrade')}")
+        click.echo(f"backup: {point.backup}")
         return
     restore = f"hermes-repo --home {shlex.quote(str(path.parent))} snapshot restore {snap.id}"
     # Restore accepts only a snapshot at the running code's head: one taken behind head
@@ -178,7 +112,7 @@ def _restore_point(engine: Engine, path: Path, rev: _Revision) -> None:
 
 
 @db.command("current")
-@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@json_option()
 @click.pass_obj
 def current(state: CliState, as_json: bool) -> None:
     """Show the schema revision of state.db, the head of this code, and the SQLite used.
@@ -190,31 +124,17 @@ def current(state: CliState, as_json: bool) -> None:
     Example:
       hermes-repo db current --json
     """
-    path = state.db_path
-    if not path.exists():
-        rev = _Revision(path, None, migrate.head_revision(), "missing")
-        driver_info: dict[str, Any] = {}
-    else:
-        with _engine(path, report_only=True) as engine:
-            rev = _revision(engine, path)
-            driver = engine_driver(engine)
-            with engine.connect() as conn:
-                mode = str(conn.exec_driver_sql("PRAGMA journal_mode").scalar_one()).lower()
-        driver_info = {
-            "driver": driver.name,
-            "sqlite_version": driver.sqlite_version,
-            "sqlite_has_wal_fix": driver.has_wal_reset_fix,
-            "journal_mode": mode,
-        }
+    found = describe_revision(state.db_path)
     if as_json:
-        echo_json({**rev.as_dict(), **driver_info})
+        echo_json(found.as_dict())
         return
+    rev = found.revision
     click.echo(f"path:     {rev.path}")
     click.echo(f"revision: {rev.revision or '-'}")
     click.echo(f"head:     {rev.head}")
     click.echo(f"status:   {rev.status}")
-    if driver_info:
-        click.echo(f"sqlite:   {_driver_line(driver, driver_info['journal_mode'])}")
+    if found.driver is not None and found.journal_mode is not None:
+        click.echo(f"sqlite:   {_driver_line(found.driver, found.journal_mode)}")
 
 
 @db.command("check")
@@ -230,22 +150,7 @@ def check(state: CliState) -> None:
       hermes-repo db check || hermes-repo db upgrade
     """
     path = state.db_path
-    if not path.exists():
-        raise CliError(f"no store at {path}; create it with `hermes-repo db upgrade`")
-    with _engine(path) as engine:
-        rev = _revision(engine, path)
-        _refuse_unless_ours(rev)
-        if rev.status == "empty":
-            raise CliError(f"{path} holds no schema; create it with `hermes-repo db upgrade`")
-        if rev.status == "behind":
-            raise CliError(
-                f"{path} is at schema revision {rev.revision}, behind head {rev.head}; "
-                "run `hermes-repo db upgrade` (it backs up first)"
-            )
-        # Alembic prints "No new upgrade operations detected." itself; the verdict below
-        # says the same in the command's own words.
-        with contextlib.redirect_stdout(io.StringIO()):
-            drift = migrate.check(engine)
+    rev, drift = check_schema(path)
     if drift is not None:
         click.echo(drift)
         raise CliError(
@@ -257,7 +162,7 @@ def check(state: CliState) -> None:
 
 @db.command("replace")
 @click.argument("new_db", metavar="NEW.db", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@json_option()
 @click.pass_obj
 def replace(state: CliState, new_db: Path, as_json: bool) -> None:
     """Install NEW.db (e.g. the output of `sessions recover`) as the store, safely.

@@ -15,20 +15,18 @@ from typing import TYPE_CHECKING
 
 import click
 from rich import box
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..ops.doctor import DoctorReport, Finding, diagnose
+from ..ops.doctor import DoctorReport, diagnose
 from ..ops.repair import RepairReport, RepairStoreHeldError, repair_store
+from ._findings import print_findings, repair_failure_line
 from ._output import CliError, echo_json, stdout_console
 
 if TYPE_CHECKING:
     from . import CliState
 
-__all__ = ["doctor_command", "print_findings", "repair_failure_line"]
-
-_SEVERITY_STYLE = {"error": "bold red", "warning": "yellow"}
+__all__ = ["doctor_command"]
 
 
 @click.command("doctor")
@@ -89,12 +87,6 @@ def doctor_command(state: CliState, fix: bool, as_json: bool) -> None:
         raise click.exceptions.Exit(1)
 
 
-def repair_failure_line(report: RepairReport) -> str:
-    """The one ``error:`` line of a repair that did not fix the store."""
-    steps = "; ".join(report.next_steps)
-    return f"{report.summary}. Next: {steps}" if steps else report.summary
-
-
 def _print_repair_outcome(repaired: RepairReport) -> None:
     console = stdout_console()
     if repaired.backup is not None:
@@ -122,14 +114,3 @@ def _print_report(report: DoctorReport) -> None:
         return
     console.print(Text(f"{len(report.findings)} finding(s):", style="bold"))
     print_findings(console, report.findings)
-
-
-def print_findings(console: Console, findings: list[Finding]) -> None:
-    """Each finding as two lines: severity, code and summary; then its fix."""
-    for finding in findings:
-        line = Text("  ")
-        line.append(finding.severity, style=_SEVERITY_STYLE.get(finding.severity, ""))
-        line.append(f" [{finding.code}] {finding.summary}")
-        # soft_wrap: a command people copy must not get line breaks inserted into it.
-        console.print(line, soft_wrap=True)
-        console.print(Text(f"    fix: {finding.fix}"), soft_wrap=True)

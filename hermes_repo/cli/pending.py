@@ -23,12 +23,13 @@ from ..engine import default_home
 from ..store import StateStore
 from ..transcript import spool
 from ._numbers import BUDGET_S
+from ._options import json_option, session_option
 from ._output import CliError, echo_json, format_time, stdout_console
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from . import CliState
+    from ._state import CliState
 
 __all__ = ["pending"]
 
@@ -82,7 +83,7 @@ def pending() -> None:
 
 
 @pending.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@json_option()
 @click.pass_obj
 def list_pending(state: CliState, as_json: bool) -> None:
     """List spool files per session: records, unusable lines, age of the oldest record.
@@ -136,7 +137,7 @@ def list_pending(state: CliState, as_json: bool) -> None:
 
 
 @pending.command("recover")
-@click.option("--session", "session_id", metavar="SID", help="Only this session's spool file.")
+@session_option("Only this session's spool file.")
 @click.option(
     "--budget",
     type=BUDGET_S,
@@ -144,7 +145,7 @@ def list_pending(state: CliState, as_json: bool) -> None:
     metavar="S",
     help="Seconds to wait for a locked database. [default: 20]",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@json_option()
 @click.pass_obj
 def recover(state: CliState, session_id: str | None, budget: float | None, as_json: bool) -> None:
     """Replay pending spool files into the database, exactly once.

@@ -11,26 +11,22 @@ from rich.table import Table
 from rich.text import Text
 
 from ..models import ROLES
-from ._numbers import LIMIT
+from ._options import include_inactive_option, json_option, limit_option, session_option
 from ._output import echo_json, format_time, snippet_text, stdout_console
 
 if TYPE_CHECKING:
-    from . import CliState
+    from ._state import CliState
 
 __all__ = ["search_command"]
 
 
 @click.command("search")
 @click.argument("query")
-@click.option("--limit", type=LIMIT, default=20, show_default=True, help="Hits at most.")
-@click.option("--session", "session_id", metavar="SID", help="Only messages of this session.")
+@limit_option(20, "Hits at most.")
+@session_option("Only messages of this session.")
 @click.option("--role", type=click.Choice(ROLES), help="Only messages with this role.")
-@click.option(
-    "--include-inactive",
-    is_flag=True,
-    help="Also search archived audit rows (taken out by repair).",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@include_inactive_option("Also search archived audit rows (taken out by repair).")
+@json_option()
 @click.pass_obj
 def search_command(
     state: CliState,

@@ -10,21 +10,14 @@ transcripts); the work is :func:`hermes_repo.ops.repair.repair_store`.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import click
 from rich import box
 from rich.table import Table
 from rich.text import Text
-from sqlalchemy.exc import DBAPIError
-from sqlalchemy.orm import Session
 
-from ..codec import loads, scrub
-from ..errors import translate
-from ..models import AgentSession
+from ..codec import scrub
 from ..ops.repair import RepairReport, repair_store
 from ..ops.transcript_check import (
     ALTERNATION_RULES,
@@ -32,87 +25,17 @@ from ..ops.transcript_check import (
     TranscriptReport,
     repair_session,
 )
-from ..repositories import SessionRepository
-from ..store import StateStore
-from ._numbers import LIMIT
+from ..transfer import content_text
+from ._findings import print_findings, repair_failure_line
+from ._options import include_inactive_option, json_option, limit_option
 from ._output import CliError, echo_json, format_time, stdout_console
-from .doctor import print_findings, repair_failure_line
 
 if TYPE_CHECKING:
-    from . import CliState
+    from ._state import CliState
 
-__all__ = [
-    "content_text",
-    "read_session",
-    "session_dict",
-    "sessions",
-]
+__all__ = ["sessions"]
 
 _PREVIEW_CHARS = 160
-
-
-@contextmanager
-def read_session(store: StateStore) -> Iterator[Session]:
-    """A read-only ORM session on the store, for the repositories' queries.
-
-    A plain ``BEGIN`` (not the unit of work's ``BEGIN IMMEDIATE``): listing sessions must
-    not take the write lock an agent needs, nor fail on a read-only file.
-    """
-    try:
-        with Session(bind=store.engine) as session, session.begin():
-            yield session
-    except DBAPIError as exc:
-        raise translate(exc, action="read") from exc
-
-
-def session_dict(row: AgentSession) -> dict[str, Any]:
-    """A session row as a JSON-ready dict (every column, None included)."""
-    return {
-        "id": row.id,
-        "source": row.source,
-        "user_id": row.user_id,
-        "model": row.model,
-        "title": row.title,
-        "parent_session_id": row.parent_session_id,
-        "started_at": row.started_at,
-        "ended_at": row.ended_at,
-        "end_reason": row.end_reason,
-        "message_count": row.message_count,
-        "tool_call_count": row.tool_call_count,
-        "input_tokens": row.input_tokens,
-        "output_tokens": row.output_tokens,
-        # Fields with no column (an imported Hermes session's billing, workspace...).
-        "extra": None if row.extra is None else loads(row.extra),
-    }
-
-
-def content_text(content: Any) -> str:
-    """The readable text of a message's content: a string, or the parts of a list.
-
-    Non-text parts (images, audio, files) become a bracketed placeholder naming their
-    type and, for images, their URL, so a transcript shows that something was there.
-    """
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        pieces = []
-        for part in content:
-            if isinstance(part, dict):
-                kind = str(part.get("type", "part"))
-                if kind == "text" or "text" in part:
-                    pieces.append(str(part.get("text", "")))
-                elif kind == "image_url":
-                    image = part.get("image_url")
-                    url = image.get("url") if isinstance(image, dict) else image
-                    pieces.append(f"[image: {url}]")
-                else:
-                    pieces.append(f"[{kind}]")
-            else:
-                pieces.append(str(part))
-        return "\n".join(pieces)
-    return json.dumps(content, ensure_ascii=False)
 
 
 def _tool_calls_text(message: dict[str, Any]) -> str:
@@ -153,9 +76,9 @@ def sessions() -> None:
 
 
 @sessions.command("list")
-@click.option("--limit", type=LIMIT, default=50, show_default=True, help="Rows at most.")
+@limit_option(50, "Rows at most.")
 @click.option("--source", metavar="S", help="Only sessions from this source (cli, telegram...).")
-@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@json_option()
 @click.pass_obj
 def list_sessions(state: CliState, limit: int, source: str | None, as_json: bool) -> None:
     """List sessions, most recently started first.
@@ -167,10 +90,7 @@ def list_sessions(state: CliState, limit: int, source: str | None, as_json: bool
     Example:
       hermes-repo sessions list --limit 10 --json
     """
-    with read_session(state.store) as session:
-        rows = [
-            session_dict(r) for r in SessionRepository(session).list(limit=limit, source=source)
-        ]
+    rows = [info.as_dict() for info in state.store.list_sessions(limit=limit, source=source)]
     if as_json:
         echo_json(rows)
         return
@@ -198,17 +118,15 @@ def list_sessions(state: CliState, limit: int, source: str | None, as_json: bool
 
 @sessions.command("show")
 @click.argument("session_id", metavar="SID")
-@click.option(
-    "--include-inactive",
-    is_flag=True,
-    help="Also show archived audit rows (messages a repair took out of the replay).",
+@include_inactive_option(
+    "Also show archived audit rows (messages a repair took out of the replay)."
 )
 @click.option(
     "--repair",
     is_flag=True,
     help="First repair the transcript in the store (merge, archive) and report the changes.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@json_option()
 @click.pass_obj
 def show(
     state: CliState, session_id: str, include_inactive: bool, repair: bool, as_json: bool
@@ -229,8 +147,7 @@ def show(
     store = state.store
     # Repair before reading the session row, so its counters are the repaired ones.
     repaired = repair_session(store, session_id) if repair else None
-    with read_session(store) as session:
-        info = session_dict(SessionRepository(session).require(session_id))
+    info = store.get_session(session_id).as_dict()
     messages = store.load_conversation(session_id, include_inactive=include_inactive).messages
     if as_json:
         payload: dict[str, Any] = {"session": info, "messages": messages}
@@ -286,7 +203,7 @@ def show(
     help="Also rebuild the full-text indexes (guarded, verified) even if no check finds "
     "them damaged.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@json_option()
 @click.pass_obj
 def repair_command(state: CliState, check_only: bool, rebuild_search: bool, as_json: bool) -> None:
     """Check, or repair, the store: its search index and every session's transcript.

@@ -1,0 +1,40 @@
+"""Options several commands share, declared once: each keeps its own help text.
+
+A decorator here is the option as click declares it (name, flag, type); the help stays
+with the command when it says what the option means there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from ._numbers import LIMIT
+
+__all__ = ["include_inactive_option", "json_option", "limit_option", "session_option"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+JSON_HELP = "Print machine-readable JSON."
+
+
+def json_option(help: str = JSON_HELP) -> Callable[[F], F]:
+    """``--json``: machine output (passed to the command as ``as_json``)."""
+    return click.option("--json", "as_json", is_flag=True, help=help)
+
+
+def include_inactive_option(help: str) -> Callable[[F], F]:
+    """``--include-inactive``: also archived audit rows (messages a repair took out)."""
+    return click.option("--include-inactive", is_flag=True, help=help)
+
+
+def limit_option(default: int, help: str) -> Callable[[F], F]:
+    """``--limit N``: rows or hits at most, range-checked (see :mod:`._numbers`)."""
+    return click.option("--limit", type=LIMIT, default=default, show_default=True, help=help)
+
+
+def session_option(help: str) -> Callable[[F], F]:
+    """``--session SID``: only this session (passed as ``session_id``)."""
+    return click.option("--session", "session_id", metavar="SID", help=help)

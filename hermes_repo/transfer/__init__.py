@@ -1,0 +1,63 @@
+"""Transcripts in and out of a store, without the CLI.
+
+::
+
+    from hermes_repo import StateStore
+    from hermes_repo.transfer import export_session, import_jsonl
+
+    with StateStore.open() as store:
+        report = import_jsonl(store, "sessions.jsonl")   # or store.import_jsonl(...)
+        text = export_session(store, "s1", fmt="markdown")
+
+* :func:`import_jsonl` reads the JSON Lines import format (see
+  :mod:`hermes_repo.transfer.jsonl_import`), one session per unit of work, and returns
+  an :class:`ImportReport`; ``progress`` is a callback for a progress bar.
+* :func:`read_export` reads one session's replay as a :class:`SessionExport` (its
+  ``chunks()`` stream the text); :func:`export_session` returns the text;
+  :func:`write_export` writes it to a file atomically after
+  :func:`refuse_store_targets` has checked that the file is no store's.
+* :class:`SessionInfo` is a session's row, as :meth:`StateStore.list_sessions` and
+  :meth:`StateStore.get_session` return it.
+
+Every error is a :class:`~hermes_repo.errors.HermesRepoError` naming the cause and the
+fix. The functions take the store as a :class:`TransferStore` (a
+:class:`~hermes_repo.store.StateStore` is one).
+"""
+
+from .catalog import SessionInfo
+from .export import (
+    EXPORT_FORMATS,
+    ExportFormat,
+    SessionExport,
+    export_session,
+    finite,
+    jsonl_line,
+    read_export,
+    write_export,
+)
+from .jsonl_import import ImportProgress, ImportReport, JsonlImportError, import_jsonl
+from .markdown import content_text, format_time, render_markdown
+from .protocols import TransferStore
+from .targets import refuse_store_targets, store_file_problem
+
+__all__ = [
+    "EXPORT_FORMATS",
+    "ExportFormat",
+    "ImportProgress",
+    "ImportReport",
+    "JsonlImportError",
+    "SessionExport",
+    "SessionInfo",
+    "TransferStore",
+    "content_text",
+    "export_session",
+    "finite",
+    "format_time",
+    "import_jsonl",
+    "jsonl_line",
+    "read_export",
+    "refuse_store_targets",
+    "render_markdown",
+    "store_file_problem",
+    "write_export",
+]

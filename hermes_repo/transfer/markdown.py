@@ -1,0 +1,132 @@
+"""A session as a Markdown transcript, and the readable text of a message's content."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .catalog import SessionInfo
+
+__all__ = ["content_text", "format_time", "render_markdown"]
+
+
+def format_time(epoch: float | None, *, seconds: bool = True) -> str:
+    """An epoch time as local ``YYYY-MM-DD HH:MM:SS`` (``HH:MM`` without ``seconds``),
+    or ``-`` when absent.
+
+    The store refuses implausible times on write, but rows written by older versions or
+    by raw SQL may hold anything (milliseconds, infinity, text): such a value is shown as
+    ``invalid time <value>`` instead of failing the whole listing.
+    """
+    if epoch is None:
+        return "-"
+    try:
+        when = dt.datetime.fromtimestamp(epoch)
+    except (OverflowError, OSError, ValueError, TypeError):
+        return f"invalid time {epoch!r}"
+    return when.strftime("%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M")
+
+
+def content_text(content: Any) -> str:
+    """The readable text of a message's content: a string, or the parts of a list.
+
+    Non-text parts (images, audio, files) become a bracketed placeholder naming their
+    type and, for images, their URL, so a transcript shows that something was there.
+    """
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        pieces = []
+        for part in content:
+            if isinstance(part, dict):
+                kind = str(part.get("type", "part"))
+                if kind == "text" or "text" in part:
+                    pieces.append(str(part.get("text", "")))
+                elif kind == "image_url":
+                    image = part.get("image_url")
+                    url = image.get("url") if isinstance(image, dict) else image
+                    pieces.append(f"[image: {url}]")
+                else:
+                    pieces.append(f"[{kind}]")
+            else:
+                pieces.append(str(part))
+        return "\n".join(pieces)
+    return json.dumps(content, ensure_ascii=False)
+
+
+def _fence(text: str, lang: str = "") -> str:
+    """A fenced code block that survives backticks inside ``text``."""
+    longest = run = 0
+    for ch in text:
+        run = run + 1 if ch == "`" else 0
+        longest = max(longest, run)
+    ticks = "`" * max(3, longest + 1)
+    return f"{ticks}{lang}\n{text}\n{ticks}"
+
+
+def _markdown_content(content: Any) -> str:
+    if isinstance(content, list):
+        pieces = []
+        for part in content:
+            if isinstance(part, dict) and part.get("type") == "image_url":
+                image = part.get("image_url")
+                url = str(image.get("url") if isinstance(image, dict) else image)
+                if url.startswith("data:"):
+                    # An inline image would bury the transcript under base64.
+                    pieces.append(f"*[inline image, {len(url)} characters of data]*")
+                else:
+                    pieces.append(f"![image]({url})")
+            else:
+                pieces.append(content_text([part]))
+        return "\n\n".join(pieces)
+    return content_text(content)
+
+
+def render_markdown(info: SessionInfo, messages: Sequence[dict[str, Any]]) -> str:
+    """A readable transcript: a title, the session's details, one heading per message.
+
+    Text is returned as stored (a lone surrogate included): scrub it before writing it
+    where only valid Unicode goes (see :func:`hermes_repo.codec.scrub`).
+    """
+    out = [f"# {info.title or info.id}", ""]
+    details = [f"- Session: `{info.id}`", f"- Source: {info.source}"]
+    if info.model:
+        details.append(f"- Model: {info.model}")
+    details.append(f"- Started: {format_time(info.started_at)}")
+    if info.ended_at is not None:
+        reason = f" ({info.end_reason})" if info.end_reason else ""
+        details.append(f"- Ended: {format_time(info.ended_at)}{reason}")
+    out += [*details, ""]
+    for message in messages:
+        role = str(message["role"])
+        heading = f"## {role.capitalize()}"
+        if role == "tool":
+            name = message.get("tool_name") or message.get("name")
+            if name:
+                heading += f" · {name}"
+        heading += f" · {format_time(message.get('timestamp'))}"
+        if message.get("display_only"):
+            heading += " · display only"
+        out += [heading, ""]
+        if message.get("reasoning"):
+            out += ["> " + line for line in str(message["reasoning"]).splitlines()] + [""]
+        text = _markdown_content(message.get("content"))
+        if role == "tool" and text:
+            out += [_fence(text), ""]
+        elif text:
+            out += [text, ""]
+        calls = message.get("tool_calls")
+        for call in calls if isinstance(calls, list) else []:
+            fn = call.get("function", {}) if isinstance(call, dict) else {}
+            args = fn.get("arguments", "")
+            try:
+                args = json.dumps(json.loads(args), ensure_ascii=False, indent=2)
+            except (TypeError, ValueError):
+                args = str(args)
+            out += [f"**Tool call** `{fn.get('name', '?')}`", "", _fence(args, "json"), ""]
+    return "\n".join(out).rstrip() + "\n"
