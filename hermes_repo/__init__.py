@@ -13,12 +13,14 @@ The public contract::
 """
 
 from .errors import (
+    ConfigurationError,
     DatabaseBusyError,
     HermesRepoError,
     ImportSourceError,
     IntegrityViolation,
     NotFoundError,
     SchemaMismatchError,
+    SearchQueryError,
     StateDbCorruptError,
     StorageFullError,
     StoreClosedError,
@@ -26,33 +28,69 @@ from .errors import (
     WriteFailedError,
 )
 from .hermes_import import HermesImportReport
+from .holders import StoreHeldError
+from .ops.doctor import DoctorReadError, JournalFileError
+from .ops.recover import RecoveryError
+from .ops.repair import RepairError, RepairStoreHeldError
+from .ops.replace import ReplaceError
+from .ops.snapshots import (
+    SnapshotBusyError,
+    SnapshotError,
+    SnapshotNotFoundError,
+    SnapshotSchemaError,
+    SnapshotSpaceError,
+    SnapshotStoreHeldError,
+    SnapshotVerifyError,
+)
 from .repositories import SearchHit
+from .schema.backup import BackupSpaceError
 from .store import Conversation, StateStore, StoreHealth
+from .transcript.reconcile import ReconcileConflict
 from .transcript.recovery import RecoveryReport
 from .transcript.writer import FlushResult, Rejection, TranscriptWriter
 from .uow import UnitOfWork
+from .walcheck import WalSaveError
 
 __all__ = [
+    "BackupSpaceError",
+    "ConfigurationError",
     "Conversation",
     "DatabaseBusyError",
+    "DoctorReadError",
     "FlushResult",
     "HermesImportReport",
     "HermesRepoError",
     "ImportSourceError",
     "IntegrityViolation",
+    "JournalFileError",
     "NotFoundError",
+    "ReconcileConflict",
+    "RecoveryError",
     "RecoveryReport",
     "Rejection",
+    "RepairError",
+    "RepairStoreHeldError",
+    "ReplaceError",
     "SchemaMismatchError",
     "SearchHit",
+    "SearchQueryError",
+    "SnapshotBusyError",
+    "SnapshotError",
+    "SnapshotNotFoundError",
+    "SnapshotSchemaError",
+    "SnapshotSpaceError",
+    "SnapshotStoreHeldError",
+    "SnapshotVerifyError",
     "StateDbCorruptError",
     "StateStore",
     "StorageFullError",
     "StoreClosedError",
     "StoreHealth",
+    "StoreHeldError",
     "TranscriptWriter",
     "UnitOfWork",
     "UnsafePathError",
+    "WalSaveError",
     "WriteFailedError",
 ]
 

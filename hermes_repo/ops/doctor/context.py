@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from ...engine import DB_NAME, Driver, check_journal_files
-from ...errors import UnsafePathError
+from ...errors import HermesRepoError, UnsafePathError
 from ...schema.files import read_only_uri
 from ...schema.tables import COUNT_SQL
 
@@ -80,7 +80,7 @@ class CheckResult:
     findings: list[Finding] = field(default_factory=list)
 
 
-class DoctorReadError(Exception):
+class DoctorReadError(HermesRepoError):
     """The store could not be read for a check (the message carries SQLite's error)."""
 
 
