@@ -81,7 +81,12 @@ class CheckResult:
 
 
 class DoctorReadError(HermesRepoError):
-    """The store could not be read for a check (the message carries SQLite's error)."""
+    """The store could not be read for a check (the message carries SQLite's error).
+
+    :func:`~hermes_repo.ops.doctor.diagnose` never lets it out: it becomes the
+    ``<check>-unreadable`` finding, whose fix is the salvage's first step. Only a check
+    called on its own raises it.
+    """
 
 
 class JournalFileError(DoctorReadError):
