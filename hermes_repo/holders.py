@@ -18,13 +18,18 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from .errors import HermesRepoError
 from .schema.sidefiles import open_side_file
 
 __all__ = ["HolderLock", "StoreHeldError", "holder_pids", "holders_path"]
 
 
-class StoreHeldError(RuntimeError):
-    """Another process has the store open; ``pids`` names it where the OS tells."""
+class StoreHeldError(HermesRepoError, RuntimeError):
+    """Another process has the store open; ``pids`` names it where the OS tells.
+
+    A :class:`~hermes_repo.errors.HermesRepoError` like every error of the package; still
+    a ``RuntimeError`` too, so callers written against its first version keep catching it.
+    """
 
     def __init__(self, message: str, pids: tuple[int, ...] = ()) -> None:
         super().__init__(message)

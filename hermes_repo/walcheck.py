@@ -31,6 +31,7 @@ from pathlib import Path
 
 from .engine import check_journal_files
 from .errors import HermesRepoError
+from .schema.files import free_bytes, side_file
 
 __all__ = [
     "SAVED_MARK",
@@ -184,7 +185,7 @@ def preserve_damaged_wal(db_path: Path) -> DamagedWal | None:
     saved, :class:`WalSaveError` stops the open (it would let SQLite discard the log).
     """
     check_journal_files(db_path)  # never read (or copy) through a planted link
-    wal = db_path.with_name(db_path.name + "-wal")
+    wal = side_file(db_path, "-wal")
     try:
         reason = wal_header_problem(wal)
     except OSError as exc:
@@ -218,14 +219,14 @@ def _preserve(db_path: Path, wal: Path, reason: str) -> DamagedWal:
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     base = db_path.with_name(f"{db_path.name}{SAVED_MARK}{stamp}")
     n = 0
-    while base.exists() or Path(f"{base}-wal").exists():
+    while base.exists() or side_file(base, "-wal").exists():
         n += 1
         base = db_path.with_name(f"{db_path.name}{SAVED_MARK}{stamp}-{n:02d}")
-    saved_wal = Path(f"{base}-wal")
+    saved_wal = side_file(base, "-wal")
     _copy(wal, saved_wal)
     saved_db: Path | None = base
     try:
-        if shutil.disk_usage(db_path.parent).free < db_path.stat().st_size * 1.1 + (16 << 20):
+        if free_bytes(db_path.parent) < db_path.stat().st_size * 1.1 + (16 << 20):
             raise OSError("not enough free space for a copy of the database")
         _copy(db_path, base)
     except OSError as exc:

@@ -33,8 +33,8 @@ from hermes_repo.ops.repair import (
     BACKUP_LABEL,
     RepairReport,
     RepairStoreHeldError,
-    _verify,
     repair_store,
+    verify,
 )
 from hermes_repo.ops.snapshots import list_snapshots
 from hermes_repo.schema import fts
@@ -286,7 +286,7 @@ def test_verification_reports_lower_counts_as_a_failure(home: Path) -> None:
     """Invariant 3 is checked, not assumed: fewer rows than before fails the repair."""
     engine = create_store_engine(_db(home))
     try:
-        items, after = _verify(engine, {"sessions": 5, "messages": 9})
+        items, after = verify(engine, {"sessions": 5, "messages": 9})
     finally:
         engine.dispose()
     counts = next(v for v in items if v.name == "canonical counts")

@@ -1,0 +1,120 @@
+"""The runner: the checks in report order, and the report they build."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...engine import Driver, db_path_for_home, select_driver
+from .context import (
+    Check,
+    CheckResult,
+    DoctorContext,
+    DoctorReadError,
+    Finding,
+    JournalFileError,
+    Section,
+    unreadable,
+)
+from .header import check_header
+from .holders import check_holders
+from .journal import check_journal, check_wal_header
+from .quarantine import check_quarantine
+from .quick_check import check_quick_check
+from .schema import check_schema
+from .search_index import FtsStatus, check_fts, check_fts_coverage
+from .snapshots import check_snapshots
+from .spool import check_spool
+from .store import StoreFacts, check_store
+
+__all__ = ["CHECKS", "DoctorReport", "diagnose"]
+
+# Report order. The header comes first (a file that is not a database skips every SQL
+# read); holders come last (whether they matter depends on what the others found).
+CHECKS: list[Check] = [
+    check_journal,
+    check_wal_header,
+    check_header,
+    check_store,
+    check_schema,
+    check_quick_check,
+    check_fts,
+    check_fts_coverage,
+    check_quarantine,
+    check_spool,
+    check_snapshots,
+    check_holders,
+]
+
+
+@dataclass
+class DoctorReport:
+    """Every check's facts, by key, and every finding; ``healthy`` when there are none."""
+
+    path: str
+    sections: dict[str, Section] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def healthy(self) -> bool:
+        """True when no check found anything to fix."""
+        return not self.findings
+
+    @property
+    def store(self) -> StoreFacts:
+        """The store section (always present)."""
+        section = self.sections["store"]
+        assert isinstance(section, StoreFacts)
+        return section
+
+    @property
+    def fts(self) -> FtsStatus | None:
+        """The full-text section, or None when the store has no schema to check."""
+        section = self.sections.get("fts")
+        assert section is None or isinstance(section, FtsStatus)
+        return section
+
+    def to_dict(self) -> dict[str, Any]:
+        """The whole report as JSON-ready data."""
+        return {
+            "path": self.path,
+            "healthy": self.healthy,
+            "findings": [f.to_dict() for f in self.findings],
+            **{key: section.to_dict() for key, section in self.sections.items()},
+        }
+
+
+def _run(check: Check, ctx: DoctorContext) -> CheckResult:
+    try:
+        return check(ctx)
+    except JournalFileError:
+        return CheckResult(check.__name__.removeprefix("check_"), None)  # see check_journal
+    except DoctorReadError as exc:
+        name = check.__name__.removeprefix("check_")
+        return CheckResult(name, None, [unreadable(name, ctx, exc)])
+
+
+def diagnose(
+    home: str | os.PathLike[str] | None = None,
+    *,
+    driver: Driver | None = None,
+    checks: list[Check] | None = None,
+) -> DoctorReport:
+    """Examine the store in ``home`` (default ``$HERMES_HOME``, else ``~/.hermes``).
+
+    Writes nothing: see the module docstring. Safe while other processes use the store.
+    """
+    db_path = db_path_for_home(home)
+    ctx = DoctorContext(db_path.parent, driver or select_driver())
+    report = DoctorReport(path=str(db_path))
+    try:
+        for check in CHECKS if checks is None else checks:
+            result = _run(check, ctx)
+            if result.section is not None:
+                report.sections[result.key] = result.section
+            report.findings.extend(result.findings)
+            ctx.findings.extend(result.findings)
+    finally:
+        ctx.close()
+    return report

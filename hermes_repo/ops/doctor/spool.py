@@ -1,0 +1,126 @@
+"""Transcript spool files beside the store: pending, rejected and salvage files."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ...transcript import spool
+from .context import CheckResult, DoctorContext, Finding
+
+__all__ = ["SpoolFacts", "check_spool"]
+
+
+@dataclass
+class SpoolFacts:
+    """Transcript spool files in ``<home>/sessions``: pending, rejected, salvage."""
+
+    title = "spool files"
+    folder: str
+    pending_files: int = 0
+    pending_records: int = 0
+    oldest_pending_age_s: float | None = None
+    rejected_files: int = 0
+    rejected_lines: int = 0
+    salvage_files: int = 0
+    salvage_records: int = 0
+    unreadable: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The facts as JSON-ready data."""
+        return asdict(self)
+
+    def rows(self) -> list[tuple[str, str]]:
+        """The facts as (label, value) lines for a person."""
+        age = (
+            ""
+            if self.oldest_pending_age_s is None
+            else f", oldest {self.oldest_pending_age_s / 3600:.1f} h old"
+        )
+        out = [
+            ("pending", f"{self.pending_files} file(s), {self.pending_records} record(s){age}"),
+            ("rejected", f"{self.rejected_files} file(s), {self.rejected_lines} line(s)"),
+            ("salvage", f"{self.salvage_files} file(s), {self.salvage_records} record(s)"),
+        ]
+        if self.unreadable:
+            out.append(("unreadable", ", ".join(self.unreadable)))
+        return out
+
+
+def check_spool(ctx: DoctorContext) -> CheckResult:
+    """Pending (replayed later), rejected and salvage (never replayed) spool files."""
+    now = time.time()
+    folder = spool.sessions_dir(ctx.home)
+    try:
+        pending = spool.list_pending(ctx.home)
+        rejected = spool.list_pending(ctx.home, suffix=spool.REJECTED_SUFFIX)
+        salvage = spool.list_pending(ctx.home, suffix=spool.SALVAGE_SUFFIX)
+    except OSError as exc:  # e.g. `sessions` is a file: the folder cannot be listed
+        finding = Finding(
+            "spool-unreadable",
+            "warning",
+            f"the spool folder {folder} cannot be listed: {exc}",
+            f"make {folder} a folder (mode 0700) owned by the store's user",
+        )
+        return CheckResult("spool", SpoolFacts(folder=str(folder)), [finding])
+    ages = [a for f in pending if (a := f.age_s(now)) is not None]
+    facts = SpoolFacts(
+        folder=str(folder),
+        pending_files=len(pending),
+        pending_records=sum(f.records for f in pending),
+        oldest_pending_age_s=max(ages) if ages else None,
+        rejected_files=len(rejected),
+        rejected_lines=sum(f.records + f.bad_lines for f in rejected),
+        salvage_files=len(salvage),
+        salvage_records=sum(f.records for f in salvage),
+        unreadable=[f"{f.name}: {f.error}" for f in (*pending, *rejected, *salvage) if f.error],
+    )
+    listing = ctx.command("hermes-repo pending list")
+    findings: list[Finding] = []
+    if pending:
+        findings.append(
+            Finding(
+                "pending-transcripts",
+                "warning",
+                f"{facts.pending_files} spool file(s) in {folder} hold {facts.pending_records} "
+                "message(s) not yet in the database (the next open of the store replays them)",
+                f"run `{ctx.command('hermes-repo pending recover')}`",
+            )
+        )
+    if salvage:
+        names = ", ".join(f.name for f in salvage[:3]) + (", ..." if len(salvage) > 3 else "")
+        findings.append(
+            Finding(
+                "salvage-transcripts",
+                "error",
+                f"{facts.salvage_files} salvage file(s) in {folder} ({names}) hold "
+                f"{facts.salvage_records} message(s) written while the database file was "
+                "damaged; they are in no database and are never replayed by themselves",
+                "once the store is recovered or restored, append each <sid>.jsonl to "
+                f"<sid>.pending.jsonl in {folder}, delete it, and run "
+                f"`{ctx.command('hermes-repo pending recover')}` (already stored messages "
+                f"are skipped); `{listing}` shows them",
+            )
+        )
+    if rejected:
+        findings.append(
+            Finding(
+                "rejected-spool-lines",
+                "warning",
+                f"{facts.rejected_files} file(s) in {folder} keep {facts.rejected_lines} "
+                "spool line(s) that recovery could not use (torn or invalid), for inspection",
+                f"read them (`{listing}` names them) and delete each <sid>.rejected.jsonl "
+                "once nothing in it is needed",
+            )
+        )
+    if facts.unreadable:
+        findings.append(
+            Finding(
+                "spool-unreadable",
+                "warning",
+                f"spool file(s) could not be read: {'; '.join(facts.unreadable)}",
+                f"check the files' owner and mode in {folder} (they must be regular files)",
+            )
+        )
+    return CheckResult("spool", facts, findings)
