@@ -52,9 +52,9 @@ from typing import Any, Literal
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 
-from .. import hints, walcheck
-from ..engine import Driver, db_path_for_home, select_driver
-from ..errors import (
+from ... import hints, walcheck
+from ...engine import Driver, db_path_for_home, select_driver
+from ...errors import (
     ErrorKind,
     HermesRepoError,
     SchemaMismatchError,
@@ -62,10 +62,10 @@ from ..errors import (
     classify,
     describe,
 )
-from ..holders import HolderLock, StoreHeldError
-from ..quarantine import clear as clear_quarantine
-from ..schema import migrate
-from ..schema.backup import backup_to, read_only_engine
+from ...holders import HolderLock, StoreHeldError
+from ...quarantine import clear as clear_quarantine
+from ...schema import migrate
+from ...schema.backup import backup_to, read_only_engine
 
 __all__ = [
     "AUTO_KEEP",
