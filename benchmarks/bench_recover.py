@@ -48,8 +48,8 @@ from _common import (
 )
 
 from hermes_repo.engine import DB_NAME
-from hermes_repo.ops.pagescan import PageSource, Scanner
-from hermes_repo.ops.recover import ProgressEvent, recover
+from hermes_repo.salvage import ProgressEvent, salvage
+from hermes_repo.salvage.pagescan import PageSource, Scanner
 from hermes_repo.schema import fts
 from hermes_repo.store import StateStore
 
@@ -118,7 +118,7 @@ def timed_recover(source: Path, output: Path) -> tuple[float, float, dict[str, f
 
     gc.collect()
     t0, c0 = time.perf_counter(), time.process_time()
-    result = recover(source, output, progress=progress)
+    result = salvage(source, output, progress=progress)
     t1, c1 = time.perf_counter(), time.process_time()
     order = sorted(starts.items(), key=lambda kv: kv[1])
     phases = {

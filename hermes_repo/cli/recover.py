@@ -1,7 +1,7 @@
 """``hermes-repo sessions recover``: salvage a damaged state.db into a new store.
 
 The command never writes to (or beside) the source: both modes read a private byte copy
-(see :mod:`hermes_repo.ops.recover`). ``--inspect-only`` reports what is readable;
+(see :mod:`hermes_repo.salvage`). ``--inspect-only`` reports what is readable;
 ``--output NEW.db`` builds a fresh store there with the migrations and fills it.
 """
 
@@ -22,14 +22,14 @@ from rich.table import Table
 from rich.text import Text
 
 from ..engine import DB_NAME
-from ..ops.recover import (
+from ..salvage import (
     ProgressEvent,
-    RecoveryError,
-    RecoveryInspection,
-    RecoveryResult,
+    SalvageError,
+    SalvageInspection,
+    SalvageResult,
     TableReport,
     inspect,
-    recover,
+    salvage,
 )
 from ._output import CliError, echo_json, stderr_console, stdout_console
 
@@ -133,14 +133,14 @@ def recover_command(
             _print_inspection(stdout_console(), report)
         return
     with _cleanup_on_signals(output), _Bar() as bar:
-        result = recover(source, output, progress=bar, workdir=workdir)
+        result = salvage(source, output, progress=bar, workdir=workdir)
     if as_json:
         echo_json(result.as_dict())
     else:
         _print_result(stdout_console(), result)
 
 
-class RecoveryInterrupted(RecoveryError):
+class SalvageInterrupted(SalvageError):
     """A signal stopped the salvage; its partial output and private copy were removed."""
 
 
@@ -150,8 +150,8 @@ def _cleanup_on_signals(output: Path) -> Iterator[None]:
 
     The default action of SIGTERM and SIGHUP ends the process without running any
     cleanup, leaving a half-built output and a copy of every conversation behind. As an
-    exception they unwind through :func:`recover`, which removes both; the command then
-    exits with 128 + the signal number, as a killed process would.
+    exception they unwind through :func:`~hermes_repo.salvage.salvage`, which removes
+    both; the command then exits with 128 + the signal number, as a killed process would.
     """
     caught: list[int] = []
 
@@ -159,7 +159,7 @@ def _cleanup_on_signals(output: Path) -> Iterator[None]:
         if caught:
             return  # already unwinding: a second signal must not cut the cleanup short
         caught.append(signum)
-        raise RecoveryInterrupted(
+        raise SalvageInterrupted(
             f"interrupted by {signal.Signals(signum).name}; nothing was written to "
             f"{output} and the scratch copy was removed: run the same command again"
         )
@@ -168,7 +168,7 @@ def _cleanup_on_signals(output: Path) -> Iterator[None]:
     previous = {sig: signal.signal(sig, stop) for sig in wanted}
     try:
         yield
-    except RecoveryInterrupted as exc:
+    except SalvageInterrupted as exc:
         CliError(str(exc)).show()
         raise click.exceptions.Exit(128 + caught[0]) from exc
     finally:
@@ -200,7 +200,7 @@ def _number(value: int | None) -> str:
     return "?" if value is None else str(value)
 
 
-def _print_source(console: Console, report: RecoveryInspection) -> None:
+def _print_source(console: Console, report: SalvageInspection) -> None:
     wal = report.wal
     wal_text = (
         f"{wal.committed_frames} committed frames ({wal.pages} pages used)"
@@ -230,7 +230,7 @@ def _print_source(console: Console, report: RecoveryInspection) -> None:
         )
 
 
-def _tables(report: RecoveryInspection, after: dict[str, int] | None) -> Table:
+def _tables(report: SalvageInspection, after: dict[str, int] | None) -> Table:
     table = Table(box=box.SIMPLE_HEAD, title_justify="left")
     table.add_column("table", no_wrap=True)
     table.add_column("source claims", justify="right")
@@ -255,7 +255,7 @@ def _tables(report: RecoveryInspection, after: dict[str, int] | None) -> Table:
     return table
 
 
-def _print_notes(console: Console, report: RecoveryInspection) -> None:
+def _print_notes(console: Console, report: SalvageInspection) -> None:
     lost = report.tables["messages"].missing_by_session if "messages" in report.tables else {}
     if lost:
         top = ", ".join(f"{sid} ({n})" for sid, n in list(lost.items())[:5])
@@ -268,7 +268,7 @@ def _print_notes(console: Console, report: RecoveryInspection) -> None:
         console.print(Text(f"note: {note}", style="yellow"))
 
 
-def _print_inspection(console: Console, report: RecoveryInspection) -> None:
+def _print_inspection(console: Console, report: SalvageInspection) -> None:
     _print_source(console, report)
     console.print(_tables(report, None))
     _print_notes(console, report)
@@ -280,7 +280,7 @@ def _print_inspection(console: Console, report: RecoveryInspection) -> None:
     console.print(Text(f"{verdict}; nothing was written", style="bold"))
 
 
-def _print_result(console: Console, result: RecoveryResult) -> None:
+def _print_result(console: Console, result: SalvageResult) -> None:
     _print_source(console, result.before)
     console.print(_tables(result.before, result.after))
     _print_notes(console, result.before)

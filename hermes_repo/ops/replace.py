@@ -40,15 +40,13 @@ from ..errors import HermesRepoError, describe
 from ..holders import HolderLock, StoreHeldError
 from ..schema import migrate
 from ..schema.backup import backup_to, read_only_engine
+from ..schema.files import SIDE_SUFFIXES, fsync_dir, fsync_file, side_file, side_files
 from ..store import StateStore
 
 __all__ = ["REPLACE_COMMAND", "SIDE_SUFFIXES", "ReplaceError", "ReplaceResult", "replace_store"]
 
 REPLACE_COMMAND = "hermes-repo db replace"
 """The command every message that tells an operator to install a new file names."""
-
-SIDE_SUFFIXES = ("-wal", "-shm", "-journal")
-"""The files SQLite keeps beside a database; they belong to it and move with it."""
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _STAGE_PREFIX = ".state.db.replace-"
@@ -75,20 +73,12 @@ class ReplaceResult:
         return asdict(self)
 
 
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _check_new(db_path: Path, new: Path) -> None:
     if not new.exists():
         raise ReplaceError(f"{new} does not exist; pass the path of the recovered state.db")
     if not stat.S_ISREG(new.stat().st_mode):
         raise ReplaceError(f"{new} is not a regular file; pass the path of the recovered state.db")
-    own = [db_path, *(db_path.with_name(db_path.name + s) for s in SIDE_SUFFIXES)]
+    own = [db_path, *side_files(db_path)]
     for path in own:
         with contextlib.suppress(OSError):
             if path.exists() and os.path.samefile(path, new):
@@ -132,7 +122,7 @@ def sqlite_lock_pids(db_path: Path) -> tuple[int, ...]:
     In WAL mode every connection keeps a read lock on the ``-shm`` while it is open.
     """
     keys: set[tuple[int, int, int]] = set()
-    for path in (db_path, db_path.with_name(db_path.name + "-shm")):
+    for path in (db_path, side_file(db_path, "-shm")):
         with contextlib.suppress(OSError):
             st = os.stat(path)
             keys.add((os.major(st.st_dev), os.minor(st.st_dev), st.st_ino))
@@ -205,7 +195,7 @@ def _aside_base(db_path: Path) -> Path:
     for n in range(1000):
         suffix = "" if n == 0 else f"-{n:02d}"
         base = db_path.with_name(f"{db_path.name}.replaced-{stamp}{suffix}")
-        if not any(Path(f"{base}{s}").exists() for s in ("", *SIDE_SUFFIXES)):
+        if not any(p.exists() for p in (base, *side_files(base))):
             return base
     raise ReplaceError(f"too many replaced sets named {db_path.name}.replaced-{stamp}; tidy them")
 
@@ -241,31 +231,30 @@ def replace_store(
     result = ReplaceResult(path=str(db_path), new=str(new))
     try:
         result.integrity, result.revision = _stage(new, stage, driver)
-        with open(stage, "rb") as f:
-            os.fsync(f.fileno())
+        fsync_file(stage)
         holder = HolderLock(db_path)
         try:
             with holder.exclusive():
                 _refuse_if_held(db_path)
                 base = _aside_base(db_path)
                 for suffix in ("", *SIDE_SUFFIXES):
-                    old = Path(f"{db_path}{suffix}")
+                    old = side_file(db_path, suffix)
                     if old.exists() or old.is_symlink():
-                        dest = Path(f"{base}{suffix}")
+                        dest = side_file(base, suffix)
                         os.rename(old, dest)
                         with contextlib.suppress(OSError):
                             os.chmod(dest, 0o600, follow_symlinks=False)
                         result.aside.append(str(dest))
                 os.rename(stage, db_path)
-                _fsync_dir(folder)
+                fsync_dir(folder)
         except StoreHeldError as exc:
             raise ReplaceError(f"{exc}: nothing was replaced") from exc
         finally:
             holder.release()
     finally:
-        for suffix in ("", *SIDE_SUFFIXES):
+        for path in (stage, *side_files(stage)):
             with contextlib.suppress(FileNotFoundError):
-                Path(f"{stage}{suffix}").unlink()
+                path.unlink()
     try:
         with StateStore.open(folder, recover=False) as store:
             health = store.health()

@@ -34,7 +34,7 @@ import pytest
 
 from hermes_repo import StateStore
 from hermes_repo.engine import select_driver
-from hermes_repo.ops.recover import RECOVERED_SOURCE, RecoveryError, inspect, recover
+from hermes_repo.salvage import RECOVERED_SOURCE, RecoveryError, inspect, salvage
 from hermes_repo.schema import migrate
 from tests.support import damage
 from tests.support.spooling import fts_integrity_errors
@@ -316,7 +316,7 @@ def test_recover_damaged_messages_leaf_loses_only_that_leaf(
     before = snapshot(source.parent)
 
     output = tmp_path / "recovered" / "state.db"
-    result = recover(source, output)
+    result = salvage(source, output)
 
     assert snapshot(source.parent) == before
     assert result.integrity == "ok"
@@ -340,7 +340,7 @@ def test_recover_damaged_messages_root_keeps_every_row(
     assert unreadable_ids(source, [1, 1500, 3000]) == {1, 1500, 3000}
 
     output = tmp_path / "recovered" / "state.db"
-    result = recover(source, output)
+    result = salvage(source, output)
 
     messages = result.before.tables["messages"]
     assert messages.sql_rows == 0
@@ -357,7 +357,7 @@ def test_recover_damaged_index_root_keeps_every_row(
     damage.damage_root(source, "ix_messages_session_id_id", module=MODULE)
 
     output = tmp_path / "recovered" / "state.db"
-    result = recover(source, output)
+    result = salvage(source, output)
 
     assert result.before.tables["messages"].sql_rows == len(filled.messages)
     check_recovered(filled, output)
@@ -377,7 +377,7 @@ def test_recover_notadb_header_through_the_page_scanner(
     assert report.tables["sessions"].recoverable == len(SESSIONS)
 
     output = tmp_path / "recovered" / "state.db"
-    result = recover(source, output)
+    result = salvage(source, output)
 
     assert result.before.tables["messages"].sql_rows == 0
     assert result.before.messages_sequence == max(filled.messages)
@@ -394,7 +394,7 @@ def test_recover_damaged_sessions_page_makes_placeholders(
     damage.damage_root(source, "sessions", module=MODULE)
 
     output = tmp_path / "recovered" / "state.db"
-    result = recover(source, output)
+    result = salvage(source, output)
 
     assert result.placeholders == sorted(SESSIONS)
     assert result.after["messages"] == len(filled.messages)
@@ -451,7 +451,7 @@ def test_recover_prefers_the_newest_page_copy_in_the_wal(
     before = snapshot(source.parent)
 
     output = tmp_path / "recovered" / "state.db"
-    result = recover(source, output)
+    result = salvage(source, output)
 
     assert snapshot(source.parent) == before
     assert result.before.wal.pages >= 1
@@ -489,7 +489,7 @@ def test_a_hot_journal_is_rolled_back_in_the_copy_never_in_the_source(
     before = snapshot(source.parent)
 
     output = tmp_path / "recovered" / "state.db"
-    result = recover(source, output)
+    result = salvage(source, output)
 
     assert snapshot(source.parent) == before  # the hot journal is still there, unapplied
     assert result.before.hot_journal
@@ -522,10 +522,10 @@ def test_recover_refuses_an_existing_output(source: Path, tmp_path: Path) -> Non
     output = tmp_path / "out.db"
     output.write_bytes(b"precious")
     with pytest.raises(RecoveryError, match="already exists"):
-        recover(source, output)
+        salvage(source, output)
     assert output.read_bytes() == b"precious"
     with pytest.raises(RecoveryError, match="is the source"):
-        recover(source, source)
+        salvage(source, source)
 
 
 def test_recover_of_an_undamaged_store_skips_the_scanner(
@@ -533,7 +533,7 @@ def test_recover_of_an_undamaged_store_skips_the_scanner(
 ) -> None:
     output = tmp_path / "recovered" / "state.db"
     events: list[str] = []
-    result = recover(source, output, progress=lambda e: events.append(e.phase))
+    result = salvage(source, output, progress=lambda e: events.append(e.phase))
     assert not result.before.scanner_used
     assert result.before.complete
     assert result.counters_fixed == 0

@@ -23,7 +23,7 @@ import pytest
 
 from hermes_repo import StateStore
 from hermes_repo.engine import select_driver
-from hermes_repo.ops.recover import RecoveryError, recover
+from hermes_repo.salvage import RecoveryError, salvage
 from tests.cli.conftest import SCRIPT
 from tests.support import damage
 
@@ -166,6 +166,6 @@ def test_the_output_is_never_written_over_an_existing_database_or_the_source(
     before = damage.file_digest(other)
     for target in (other, source, Path(f"{source}-wal"), Path(f"{source}-journal")):
         with pytest.raises(RecoveryError, match=r"already exists|is the source|own files"):
-            recover(source, target)
+            salvage(source, target)
     assert damage.file_digest(other) == before
     assert not Path(f"{source}-wal").exists() and not Path(f"{source}-journal").exists()

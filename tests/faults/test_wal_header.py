@@ -25,8 +25,8 @@ import pytest
 from hermes_repo import StateStore
 from hermes_repo.engine import select_driver
 from hermes_repo.ops.doctor import diagnose
-from hermes_repo.ops.pagescan import PageSource
-from hermes_repo.ops.recover import recover
+from hermes_repo.salvage import salvage
+from hermes_repo.salvage.pagescan import PageSource
 from hermes_repo.walcheck import saved_sets, wal_header_problem
 from tests.cli.conftest import run_cli
 from tests.support import damage
@@ -78,7 +78,7 @@ def _zero_header(db: Path) -> Path:
 
 
 def _salvaged_wal_messages(source: Path, out: Path) -> int:
-    recover(source, out)
+    salvage(source, out)
     con = MODULE.connect(f"{out.absolute().as_uri()}?mode=ro", uri=True)
     try:
         return int(

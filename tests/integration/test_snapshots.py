@@ -42,6 +42,7 @@ from hermes_repo.ops.snapshots import (
     restore_snapshot,
     snapshot_before,
 )
+from hermes_repo.ops.snapshots import folder as snapshot_folder
 from hermes_repo.schema import migrate
 from tests.support.damage import checkpoint_and_close, damage_first_leaf, write_notadb_header
 
@@ -282,8 +283,8 @@ def test_a_real_full_disk_refuses_first_or_fails_cleanly(
         assert [p.name for p in folder.iterdir()] == [".lock"]
     # No margin, and just the store's size free: the check passes and the disk fills up
     # during the copy or its journal switch; nothing half-made may stay behind.
-    monkeypatch.setattr(snaps, "SPACE_MARGIN_BYTES", 0)
-    monkeypatch.setattr(snaps, "SPACE_MARGIN_SHARE", 0.0)
+    monkeypatch.setattr(snapshot_folder, "SPACE_MARGIN_BYTES", 0)
+    monkeypatch.setattr(snapshot_folder, "SPACE_MARGIN_SHARE", 0.0)
     # In WAL mode the copy's journal switch needs a page more than the copy; with a
     # rollback journal the copy's own journal is what no longer fits.
     wal = select_driver().journal_mode == "WAL"
@@ -344,14 +345,14 @@ def test_concurrent_snapshot_operation_is_refused_after_a_short_wait(
 ) -> None:
     _fill(home, sessions=1)
     snap = create_snapshot(home)
-    monkeypatch.setattr(snaps, "FOLDER_LOCK_WAIT_S", wait_s)
+    monkeypatch.setattr(snapshot_folder, "FOLDER_LOCK_WAIT_S", wait_s)
     counting = _CountingFlock()
-    monkeypatch.setattr(snaps, "fcntl", counting)
+    monkeypatch.setattr(snapshot_folder, "fcntl", counting)
     folder = home / snaps.SNAPSHOT_DIR
     before = _store_files(home)
     # The other operation holds the folder lock on its own open file (flock locks
     # belong to the open file, so this conflicts as another process would).
-    with snaps._folder_lock(folder, wait_s=0):
+    with snapshot_folder.folder_lock(folder, wait_s=0):
         held = counting.attempts
         for operation in (lambda: create_snapshot(home), lambda: restore_snapshot(home, snap.id)):
             counting.attempts = 0
@@ -641,7 +642,7 @@ def test_restore_refuses_on_a_real_disk_without_room_for_the_copy(
                 f.write(chunk)
                 f.flush()
                 os.fsync(f.fileno())
-        assert shutil.disk_usage(home).free < snaps._with_margin(snap.size or 0)
+        assert shutil.disk_usage(home).free < snapshot_folder.with_margin(snap.size or 0)
         before = _store_files(home)
         with pytest.raises(SnapshotSpaceError, match="restored copy"):
             restore_snapshot(home, snap.id)

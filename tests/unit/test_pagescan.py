@@ -23,7 +23,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hermes_repo.engine import select_driver
-from hermes_repo.ops.pagescan import (
+from hermes_repo.salvage.pagescan import (
     PageError,
     PageSource,
     Scanner,
@@ -175,7 +175,7 @@ def test_scanner_reads_every_serial_type_as_sqlite_does(tmp_path: Path, encoding
     for rowid, values in got.items():
         _id, v, r, s = values
         # The rowid alias is stored as NULL; integral REALs are stored as integers on
-        # disk and converted back by SQLite (and by recover.py's normalisation).
+        # disk and converted back by SQLite (and by the salvage's normalisation).
         assert _id is None
         assert (v, float(r), s) == want[rowid][1:]
         assert type(v) is type(want[rowid][1])

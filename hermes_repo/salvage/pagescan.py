@@ -730,7 +730,7 @@ class ScannedRow:
 
 @dataclass
 class ScanStats:
-    """Counts of what a scan saw, for the recovery report."""
+    """Counts of what a scan saw, for the salvage report."""
 
     pages: int = 0
     leaves_decoded: int = 0
