@@ -12,6 +12,9 @@ The public contract::
         store.search("hi")
 """
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .errors import (
     ConfigurationError,
     DatabaseBusyError,
@@ -29,21 +32,7 @@ from .errors import (
 )
 from .hermes_import import HermesImportReport
 from .holders import StoreHeldError
-from .ops.doctor import DoctorReadError, JournalFileError
-from .ops.recover import RecoveryError
-from .ops.repair import RepairError, RepairStoreHeldError
-from .ops.replace import ReplaceError
-from .ops.snapshots import (
-    SnapshotBusyError,
-    SnapshotError,
-    SnapshotNotFoundError,
-    SnapshotSchemaError,
-    SnapshotSpaceError,
-    SnapshotStoreHeldError,
-    SnapshotVerifyError,
-)
 from .repositories import SearchHit
-from .schema.backup import BackupSpaceError
 from .store import Conversation, StateStore, StoreHealth
 from .transcript.reconcile import ReconcileConflict
 from .transcript.replay import ReplayReport
@@ -51,6 +40,55 @@ from .transcript.writer import FlushResult, Rejection, TranscriptWriter
 from .transfer import ImportReport, JsonlImportError, SessionInfo
 from .uow import UnitOfWork
 from .walcheck import WalSaveError
+
+if TYPE_CHECKING:
+    from .ops.doctor import DoctorReadError, JournalFileError
+    from .ops.repair import RepairError, RepairStoreHeldError
+    from .ops.replace import ReplaceError
+    from .ops.snapshots import (
+        SnapshotBusyError,
+        SnapshotError,
+        SnapshotNotFoundError,
+        SnapshotSchemaError,
+        SnapshotSpaceError,
+        SnapshotStoreHeldError,
+        SnapshotVerifyError,
+    )
+    from .salvage import RecoveryError, SalvageError
+    from .salvage.pagescan import PageError
+    from .schema.backup import BackupSpaceError
+
+# The operator tools' errors are exported by name but imported on first use: a program
+# that only appends and searches does not pay for loading the doctor, the repair, the
+# snapshots and the salvage at `import hermes_repo`.
+_LAZY_ERRORS = {
+    "BackupSpaceError": ".schema.backup",
+    "DoctorReadError": ".ops.doctor",
+    "JournalFileError": ".ops.doctor",
+    "PageError": ".salvage.pagescan",
+    "RecoveryError": ".salvage",
+    "SalvageError": ".salvage",
+    "RepairError": ".ops.repair",
+    "RepairStoreHeldError": ".ops.repair",
+    "ReplaceError": ".ops.replace",
+    "SnapshotBusyError": ".ops.snapshots",
+    "SnapshotError": ".ops.snapshots",
+    "SnapshotNotFoundError": ".ops.snapshots",
+    "SnapshotSchemaError": ".ops.snapshots",
+    "SnapshotSpaceError": ".ops.snapshots",
+    "SnapshotStoreHeldError": ".ops.snapshots",
+    "SnapshotVerifyError": ".ops.snapshots",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY_ERRORS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'hermes_repo' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
 
 # The name the spool replay's report had before "replay" and "recover" were told apart.
 RecoveryReport = ReplayReport
@@ -70,6 +108,7 @@ __all__ = [
     "JournalFileError",
     "JsonlImportError",
     "NotFoundError",
+    "PageError",
     "ReconcileConflict",
     "RecoveryError",
     "RecoveryReport",
@@ -78,6 +117,7 @@ __all__ = [
     "RepairStoreHeldError",
     "ReplaceError",
     "ReplayReport",
+    "SalvageError",
     "SchemaMismatchError",
     "SearchHit",
     "SearchQueryError",

@@ -34,6 +34,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self
 
+from ..errors import HermesRepoError
+
 __all__ = [
     "HEADER_MAGIC",
     "BTreePage",
@@ -67,8 +69,12 @@ _U16 = struct.Struct(">H")
 _F64 = struct.Struct(">d")
 
 
-class PageError(Exception):
-    """A page, cell or record could not be decoded (damaged bytes)."""
+class PageError(HermesRepoError):
+    """A page, cell or record could not be decoded (damaged bytes).
+
+    Raised and caught inside the salvage; a caller of the scanner sees it only when it
+    decodes pages itself.
+    """
 
 
 def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
