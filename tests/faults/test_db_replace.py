@@ -18,7 +18,6 @@ import stat
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,16 +27,11 @@ from hermes_repo.engine import select_driver
 from hermes_repo.ops.replace import ReplaceError, replace_store
 from tests.cli.conftest import Result, run_cli
 from tests.support import damage
+from tests.support.stores import fill_early_and_late
 
 MODULE = select_driver().module
 WAL = select_driver().journal_mode == "WAL"
 PER_SESSION = 400
-
-
-@pytest.fixture(autouse=True)
-def _forget_quarantines() -> Iterator[None]:
-    yield
-    quarantine._quarantined.clear()
 
 
 def _cli(*args: str | Path) -> Result:
@@ -46,19 +40,7 @@ def _cli(*args: str | Path) -> Result:
 
 def _quarantined_home(home: Path) -> Path:
     """A store quarantined mid-write whose kept ``-wal`` holds a committed session."""
-    with StateStore.open(home) as store, store.unit_of_work() as uow:
-        for sid in ("early", "late"):
-            uow.sessions.create(id=sid)
-            uow.messages.append_many(
-                sid,
-                [
-                    {"role": "user", "content": f"{sid} message {i} " + "pad " * 30}
-                    for i in range(PER_SESSION)
-                ],
-            )
-        uow.commit()
-    db = home / "state.db"
-    damage.checkpoint_and_close(db, module=MODULE)
+    db = fill_early_and_late(home, per_session=PER_SESSION)
     damage.damage_first_leaf(db, "messages", module=MODULE)
     store = StateStore.open(home)
     try:
@@ -76,7 +58,7 @@ def _quarantined_home(home: Path) -> Path:
             uow.connection.exec_driver_sql("UPDATE messages SET token_count = 1 WHERE id = 1")
     finally:
         store.close()  # a quarantined close does no checkpoint: the -wal survives
-    quarantine._quarantined.clear()  # the CLI runs in fresh processes
+    quarantine.clear(db)  # the CLI runs in fresh processes
     if WAL:
         wal = home / "state.db-wal"
         assert wal.exists() and wal.stat().st_size > 32

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from hermes_repo import StateStore, TranscriptWriter, quarantine
+from hermes_repo import StateStore, TranscriptWriter
 from tests.support import damage
 from tests.support.faultinject import FaultInjector, under
 from tests.support.locking import write_lock_held_by_another_process
@@ -265,13 +265,6 @@ def test_a_message_both_committed_and_spooled_is_recovered_once(store: StateStor
 # -- CORRUPT -------------------------------------------------------------------------
 
 
-@pytest.fixture
-def _forget_quarantines() -> Any:
-    yield
-    quarantine._quarantined.clear()
-
-
-@pytest.mark.usefixtures("_forget_quarantines")
 def test_damaged_file_diverts_to_the_salvage_file_which_is_never_replayed(home: Path) -> None:
     with StateStore.open(home) as store:
         store.transcript_writer("late").flush(
