@@ -20,25 +20,13 @@ from hermes_repo.errors import HermesRepoError
 from hermes_repo.ops.doctor import diagnose
 from hermes_repo.ops.snapshots import list_snapshots
 from tests.cli.conftest import Result, run_cli
+from tests.support.stores import fill_session
 
 MODULE = select_driver().module
 
 
 def _cli(*args: str | Path) -> Result:
     return run_cli(*args, cwd=Path(os.sep))
-
-
-def _filled(home: Path) -> None:
-    with StateStore.open(home) as store, store.unit_of_work() as uow:
-        uow.sessions.create(id="kept")
-        uow.messages.append_many(
-            "kept",
-            [
-                {"role": "user" if i % 2 == 0 else "assistant", "content": f"kept {i}"}
-                for i in range(25)
-            ],
-        )
-        uow.commit()
 
 
 def _execute(home: Path, sql: str) -> None:
@@ -60,7 +48,7 @@ def _tables(path: Path) -> set[str]:
 def test_a_dropped_state_meta_is_found_refused_at_open_and_recreated_by_repair(
     home: Path,
 ) -> None:
-    _filled(home)
+    fill_session(home, "kept", 25, "kept")
     _execute(home, "DROP TABLE state_meta")
 
     report = diagnose(home)
@@ -85,7 +73,7 @@ def test_a_dropped_state_meta_is_found_refused_at_open_and_recreated_by_repair(
 def test_a_dropped_alembic_version_is_refused_with_the_salvage_and_never_snapshotted(
     home: Path,
 ) -> None:
-    _filled(home)
+    fill_session(home, "kept", 25, "kept")
     _execute(home, "DROP TABLE alembic_version")
 
     report = diagnose(home)
@@ -109,7 +97,7 @@ def test_a_dropped_alembic_version_is_refused_with_the_salvage_and_never_snapsho
 
 
 def test_doctor_compares_the_schema_with_the_models(home: Path) -> None:
-    _filled(home)
+    fill_session(home, "kept", 25, "kept")
     _execute(home, "DROP INDEX ix_messages_session_id_id")
 
     report = diagnose(home)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
-import importlib
 import multiprocessing
 import os
 import resource
@@ -47,11 +46,10 @@ from hermes_repo import (
     DatabaseBusyError,
     StateDbCorruptError,
     StateStore,
-    fts,
-    quarantine,
     sqlite_capi,
 )
 from hermes_repo.retry import RetryPolicy
+from hermes_repo.schema import fts
 from hermes_repo.uow import UnitOfWork
 from tests.support import damage
 from tests.support.faultinject import FaultInjector, under
@@ -60,24 +58,8 @@ from tests.support.retries import count_busy_handler_calls, retries, watching_re
 from tests.support.spooling import MODULE, check_store, pending_files, raw, stored
 
 Msg = dict[str, Any]
-DRIVERS = {"stdlib": "sqlite3", "pysqlite3": "pysqlite3.dbapi2"}
 SQLITE_BUSY_SNAPSHOT = 517
 FORK = multiprocessing.get_context("fork")
-
-
-@pytest.fixture(params=sorted(DRIVERS))
-def mod(request: pytest.FixtureRequest) -> types.ModuleType:
-    name = DRIVERS[request.param]
-    if request.param == "pysqlite3":
-        module: types.ModuleType = pytest.importorskip(name)
-        return module
-    return importlib.import_module(name)
-
-
-@pytest.fixture(autouse=True)
-def _forget_quarantines() -> Iterator[None]:
-    yield
-    quarantine._quarantined.clear()  # a quarantine lasts for the process
 
 
 def convo(n: int, start: int = 0, size: int = 20) -> list[Msg]:

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from hermes_repo import StateStore
 from hermes_repo.engine import select_driver
 from hermes_repo.ops.repair import repair_store
 from hermes_repo.ops.snapshots import (
@@ -30,6 +29,7 @@ from hermes_repo.schema.backup import (
 )
 from tests.cli.conftest import Result, run_cli
 from tests.support import damage
+from tests.support.stores import fill_session
 
 MODULE = select_driver().module
 
@@ -38,21 +38,8 @@ def _cli(*args: str | Path) -> Result:
     return run_cli(*args, cwd=Path(os.sep))
 
 
-def _filled(home: Path) -> None:
-    with StateStore.open(home) as store, store.unit_of_work() as uow:
-        uow.sessions.create(id="s")
-        uow.messages.append_many(
-            "s",
-            [
-                {"role": "user" if i % 2 == 0 else "assistant", "content": f"m {i}"}
-                for i in range(20)
-            ],
-        )
-        uow.commit()
-
-
 def test_repairs_of_a_healthy_store_take_no_backup_and_no_snapshot(home: Path) -> None:
-    _filled(home)
+    fill_session(home, "s", 20, "m")
     for _ in range(12):
         report = repair_store(home)
         assert report.ok and report.backup is None and report.snapshot is None
@@ -64,7 +51,7 @@ def test_repairs_of_a_healthy_store_take_no_backup_and_no_snapshot(home: Path) -
 
 
 def test_a_repair_that_changes_something_still_backs_up_first(home: Path) -> None:
-    _filled(home)
+    fill_session(home, "s", 20, "m")
     damage.checkpoint_and_close(home / "state.db", module=MODULE)
     con = MODULE.connect(str(home / "state.db"), isolation_level=None)
     try:
@@ -77,7 +64,7 @@ def test_a_repair_that_changes_something_still_backs_up_first(home: Path) -> Non
 
 
 def test_automatic_snapshots_never_push_out_an_operators_snapshot(home: Path) -> None:
-    _filled(home)
+    fill_session(home, "s", 20, "m")
     mine = create_snapshot(home, label="before the migration of the gateway")
     for _ in range(AUTO_KEEP + 3):
         snapshot_before(home, "pre-repair")
@@ -100,7 +87,7 @@ def test_automatic_snapshots_never_push_out_an_operators_snapshot(home: Path) ->
 
 
 def test_backups_have_their_own_retention(home: Path) -> None:
-    _filled(home)
+    fill_session(home, "s", 20, "m")
     db = home / "state.db"
     engine = read_only_engine(db, select_driver())
     try:
@@ -116,7 +103,7 @@ def test_backups_have_their_own_retention(home: Path) -> None:
 
 
 def test_free_space_is_checked_before_a_backup(home: Path) -> None:
-    _filled(home)
+    fill_session(home, "s", 20, "m")
     db = home / "state.db"
     damage.checkpoint_and_close(db, module=MODULE)
     # The file grows (sparse) past the disk's free space; SQLite ignores the tail, so
