@@ -11,7 +11,6 @@ the new file: that is why the command exists.
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import shutil
 import stat
@@ -22,55 +21,23 @@ from pathlib import Path
 
 import pytest
 
-from hermes_repo import StateDbCorruptError, StateStore, quarantine
+from hermes_repo import StateStore
 from hermes_repo.engine import select_driver
 from hermes_repo.ops.replace import ReplaceError, replace_store
 from tests.cli.conftest import Result, run_cli
 from tests.support import damage
-from tests.support.stores import fill_early_and_late
+from tests.support.incidents import PER_SESSION, advised_commands, quarantined_mid_write
 
 MODULE = select_driver().module
 WAL = select_driver().journal_mode == "WAL"
-PER_SESSION = 400
 
 
 def _cli(*args: str | Path) -> Result:
     return run_cli(*args, cwd=Path(os.sep))
 
 
-def _quarantined_home(home: Path) -> Path:
-    """A store quarantined mid-write whose kept ``-wal`` holds a committed session."""
-    db = fill_early_and_late(home, per_session=PER_SESSION)
-    damage.damage_first_leaf(db, "messages", module=MODULE)
-    store = StateStore.open(home)
-    try:
-        with store.unit_of_work() as uow:
-            # Committed, and only in the -wal: new rows go to the last leaves, far from
-            # the damage, and touch the tables, their indexes and the search indexes.
-            uow.sessions.create(id="in-the-wal")
-            uow.messages.append_many(
-                "in-the-wal",
-                [{"role": "user", "content": f"kept in the wal {i}"} for i in range(50)],
-            )
-            uow.commit()
-        with pytest.raises(StateDbCorruptError), store.unit_of_work() as uow:
-            # A write that reads the damaged leaf: the store quarantines itself.
-            uow.connection.exec_driver_sql("UPDATE messages SET token_count = 1 WHERE id = 1")
-    finally:
-        store.close()  # a quarantined close does no checkpoint: the -wal survives
-    quarantine.clear(db)  # the CLI runs in fresh processes
-    if WAL:
-        wal = home / "state.db-wal"
-        assert wal.exists() and wal.stat().st_size > 32
-    return db
-
-
-def _commands(text: str) -> list[str]:
-    return re.findall(r"`(hermes-repo [^`]+)`", text)
-
-
 def test_following_the_repair_advice_literally_ends_with_a_healthy_store(home: Path) -> None:
-    db = _quarantined_home(home)
+    db = quarantined_mid_write(home)
     old_digests = {
         s: damage.file_digest(Path(f"{db}{s}"))
         for s in ("", "-wal", "-journal")
@@ -79,7 +46,7 @@ def test_following_the_repair_advice_literally_ends_with_a_healthy_store(home: P
 
     refused = _cli("--home", home, "sessions", "repair")
     assert refused.code == 1
-    advice = _commands(refused.stderr)
+    advice = advised_commands(refused.stderr)
     [recover_cmd] = [c for c in advice if "--output" in c]
     [replace_cmd] = [c for c in advice if " db replace " in c]
     assert "place of the old" in refused.stderr
@@ -112,7 +79,7 @@ def test_copying_over_state_db_by_hand_lets_the_old_wal_damage_the_new_file(
     """Why the command exists: the naive install the old message invited fails."""
     if not WAL:
         pytest.skip("only a kept -wal is replayed into a new file (WAL mode)")
-    db = _quarantined_home(home)
+    db = quarantined_mid_write(home)
     out = tmp_path / "recovered" / "state.db"
     assert _cli("sessions", "recover", "--source", db, "--output", out).code == 0
     shutil.copyfile(out, db)  # the -wal of the damaged file stays beside it

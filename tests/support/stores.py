@@ -4,13 +4,27 @@ digests that prove a command left a store's bytes alone."""
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 from hermes_repo import StateStore
 from hermes_repo.engine import select_driver
+from hermes_repo.walcheck import wal_header_problem
 from tests.support import damage
 
-__all__ = ["copy_store", "fill_early_and_late", "fill_session", "store_digests"]
+__all__ = [
+    "WAL_ONLY_MESSAGES",
+    "copy_store",
+    "fill_early_and_late",
+    "fill_session",
+    "store_digests",
+    "store_with_wal_only_session",
+]
+
+ROOT = Path(__file__).resolve().parents[2]
+WAL_ONLY_MESSAGES = 40  # rows of session "walonly", committed only in the -wal
 
 
 def copy_store(src: Path, dest: Path) -> Path:
@@ -62,6 +76,42 @@ def fill_session(home: Path, session_id: str, count: int, label: str) -> None:
             ],
         )
         uow.commit()
+
+
+def store_with_wal_only_session(home: Path) -> Path:
+    """Session "old" (30 rows) in ``state.db``, session "walonly" committed only in the
+    ``-wal``, as a crashed agent leaves it; returns ``state.db``.
+
+    The writer is a real process that ends with ``os._exit``: no close, so no checkpoint.
+    """
+    with StateStore.open(home) as store, store.unit_of_work() as uow:
+        uow.sessions.create(id="old")
+        uow.messages.append_many(
+            "old", [{"role": "user", "content": f"old {i}"} for i in range(30)]
+        )
+        uow.commit()
+    db = home / "state.db"
+    damage.checkpoint_and_close(db, module=select_driver().module)
+    script = textwrap.dedent(
+        f"""
+        import os
+        from hermes_repo import StateStore
+        store = StateStore.open({str(home)!r})
+        with store.unit_of_work() as uow:
+            uow.sessions.create(id="walonly")
+            uow.messages.append_many(
+                "walonly",
+                [{{"role": "user", "content": f"only in the wal {{i}}"}}
+                 for i in range({WAL_ONLY_MESSAGES})],
+            )
+            uow.commit()
+        os._exit(0)  # no close: the commit lives only in the -wal
+        """
+    )
+    subprocess.run([sys.executable, "-c", script], cwd=ROOT, check=True, timeout=120)
+    wal = Path(f"{db}-wal")
+    assert wal.stat().st_size > 32 and wal_header_problem(wal) is None
+    return db
 
 
 def store_digests(home: Path) -> dict[str, str | None]:
