@@ -22,7 +22,6 @@
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import multiprocessing
 import os
@@ -46,7 +45,6 @@ from hermes_repo import (
     DatabaseBusyError,
     StateDbCorruptError,
     StateStore,
-    sqlite_capi,
 )
 from hermes_repo.retry import RetryPolicy
 from hermes_repo.schema import fts
@@ -54,7 +52,12 @@ from hermes_repo.uow import UnitOfWork
 from tests.support import damage
 from tests.support.faultinject import FaultInjector, under
 from tests.support.processes import reaped
-from tests.support.retries import count_busy_handler_calls, retries, watching_retries
+from tests.support.retries import (
+    count_busy_handler_calls,
+    extended_code,
+    retries,
+    watching_retries,
+)
 from tests.support.spooling import MODULE, check_store, pending_files, raw, stored
 
 Msg = dict[str, Any]
@@ -71,17 +74,6 @@ def convo(n: int, start: int = 0, size: int = 20) -> list[Msg]:
 
 def uids(messages: list[Msg]) -> list[str]:
     return [m["uid"] for m in messages]
-
-
-def extended_code(module: types.ModuleType, dbapi_conn: Any, db: Path) -> int:
-    """``sqlite3_extended_errcode`` of a DB-API connection (pysqlite3 reports 517 as 5)."""
-    lib = sqlite_capi._library(module)
-    assert lib is not None
-    handle = sqlite_capi._handle(lib, dbapi_conn, db)
-    assert handle is not None
-    lib.sqlite3_extended_errcode.restype = ctypes.c_int
-    lib.sqlite3_extended_errcode.argtypes = [ctypes.c_void_p]
-    return int(lib.sqlite3_extended_errcode(handle))
 
 
 def recover_and_check(home: Path, session_id: str, messages: list[Msg]) -> None:
