@@ -42,12 +42,18 @@ def template_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return home
 
 
+def _copy_for_one_test(template: Path, tmp_path: Path) -> Iterator[Path]:
+    """``<tmp_path>/home`` holding a copy of ``template``; its quarantine is forgotten
+    after the test."""
+    dest = copy_store(template, tmp_path / "home")
+    yield dest
+    quarantine.clear(dest / "state.db")
+
+
 @pytest.fixture
 def home(tmp_path: Path, template_home: Path) -> Iterator[Path]:
     """A store folder holding a fresh copy of the migrated template (0700, state.db 0600)."""
-    dest = copy_store(template_home, tmp_path / "home")
-    yield dest
-    quarantine.clear(dest / "state.db")
+    yield from _copy_for_one_test(template_home, tmp_path)
 
 
 @pytest.fixture
@@ -77,9 +83,7 @@ def seeded_template(tmp_path_factory: pytest.TempPathFactory, template_home: Pat
 @pytest.fixture
 def seeded_home(tmp_path: Path, seeded_template: Path) -> Iterator[Path]:
     """Like ``home``, with a fresh copy of the seeded template (the search corpus)."""
-    dest = copy_store(seeded_template, tmp_path / "home")
-    yield dest
-    quarantine.clear(dest / "state.db")
+    yield from _copy_for_one_test(seeded_template, tmp_path)
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ the new file: that is why the command exists.
 
 from __future__ import annotations
 
-import os
 import shlex
 import shutil
 import stat
@@ -24,16 +23,12 @@ import pytest
 from hermes_repo import StateStore
 from hermes_repo.engine import select_driver
 from hermes_repo.ops.replace import ReplaceError, replace_store
-from tests.cli.conftest import Result, run_cli
+from tests.cli.conftest import run_cli_from_root
 from tests.support import damage
 from tests.support.incidents import PER_SESSION, advised_commands, quarantined_mid_write
 
 MODULE = select_driver().module
 WAL = select_driver().journal_mode == "WAL"
-
-
-def _cli(*args: str | Path) -> Result:
-    return run_cli(*args, cwd=Path(os.sep))
 
 
 def test_following_the_repair_advice_literally_ends_with_a_healthy_store(home: Path) -> None:
@@ -44,22 +39,22 @@ def test_following_the_repair_advice_literally_ends_with_a_healthy_store(home: P
         if Path(f"{db}{s}").exists()
     }
 
-    refused = _cli("--home", home, "sessions", "repair")
+    refused = run_cli_from_root("--home", home, "sessions", "repair")
     assert refused.code == 1
     advice = advised_commands(refused.stderr)
     [recover_cmd] = [c for c in advice if "--output" in c]
     [replace_cmd] = [c for c in advice if " db replace " in c]
     assert "place of the old" in refused.stderr
 
-    recovered = _cli(*shlex.split(recover_cmd)[1:])
+    recovered = run_cli_from_root(*shlex.split(recover_cmd)[1:])
     assert recovered.code == 0, recovered.stderr
     assert "db replace" in recovered.stdout
-    replaced = _cli(*shlex.split(replace_cmd)[1:])
+    replaced = run_cli_from_root(*shlex.split(replace_cmd)[1:])
     assert replaced.code == 0, replaced.stderr
 
-    doctor = _cli("--home", home, "doctor")
+    doctor = run_cli_from_root("--home", home, "doctor")
     assert doctor.code == 0, doctor.stdout + doctor.stderr
-    assert _cli("--home", home, "db", "check").code == 0
+    assert run_cli_from_root("--home", home, "db", "check").code == 0
     with StateStore.open(home) as store:
         with store.unit_of_work() as uow:
             assert all(uow.sessions.exists(s) for s in ("early", "late", "in-the-wal"))
@@ -81,7 +76,7 @@ def test_copying_over_state_db_by_hand_lets_the_old_wal_damage_the_new_file(
         pytest.skip("only a kept -wal is replayed into a new file (WAL mode)")
     db = quarantined_mid_write(home)
     out = tmp_path / "recovered" / "state.db"
-    assert _cli("sessions", "recover", "--source", db, "--output", out).code == 0
+    assert run_cli_from_root("sessions", "recover", "--source", db, "--output", out).code == 0
     shutil.copyfile(out, db)  # the -wal of the damaged file stays beside it
     con = MODULE.connect(str(db))
     try:
@@ -117,7 +112,7 @@ def test_replace_refuses_while_another_process_holds_the_store(home: Path, tmp_p
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "open"
-        result = _cli("--home", home, "db", "replace", out)
+        result = run_cli_from_root("--home", home, "db", "replace", out)
         assert result.code == 1
         [line] = result.error_lines
         assert line.startswith("error: ") and f"pid {holder.pid}" in line

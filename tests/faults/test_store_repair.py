@@ -39,7 +39,7 @@ from hermes_repo.ops.repair import (
 from hermes_repo.ops.snapshots import list_snapshots
 from hermes_repo.schema import fts
 from hermes_repo.schema.fts_rebuild import BACKUP_LABEL as REBUILD_BACKUP_LABEL
-from tests.cli.conftest import Result, run_cli
+from tests.cli.conftest import run_cli_from_root
 from tests.support import damage
 from tests.support.faultinject import FaultInjector, endswith
 from tests.support.fts_checks import (
@@ -66,10 +66,6 @@ def _db(home: Path) -> Path:
 def _canonical(db: Path) -> tuple[int, int]:
     state = read_state(db)
     return state.sessions, state.messages
-
-
-def _cli(*args: str | Path) -> Result:
-    return run_cli(*args, cwd=Path(os.sep))
 
 
 # -- stores that need a repair -------------------------------------------------------------
@@ -182,7 +178,7 @@ def test_sessions_repair_rebuilds_an_index_the_automatic_rebuild_gave_up_on(
     give_up_rebuild(seeded_home, RECIPES[recipe])
     sessions, messages = _canonical(db)
 
-    result = _cli("--home", seeded_home, "sessions", "repair", "--json")
+    result = run_cli_from_root("--home", seeded_home, "sessions", "repair", "--json")
 
     assert result.code == 0, result.stderr
     report = json.loads(result.stdout)
@@ -294,7 +290,7 @@ def test_damaged_canonical_table_is_not_repaired_in_place(seeded_home: Path) -> 
     damage.damage_first_leaf(db, "messages", module=MODULE)
     before = store_digests(seeded_home)
 
-    result = _cli("--home", seeded_home, "sessions", "repair")
+    result = run_cli_from_root("--home", seeded_home, "sessions", "repair")
 
     assert result.code == 1, result.stdout
     [line] = result.error_lines
@@ -308,7 +304,7 @@ def test_damaged_canonical_table_is_not_repaired_in_place(seeded_home: Path) -> 
     assert list_snapshots(seeded_home) == []  # no verified snapshot of a damaged file
     assert not (seeded_home / "state.db.fts-rebuild.json").exists()  # no rebuild tried
 
-    fixed = _cli("--home", seeded_home, "doctor", "--fix", "--json")
+    fixed = run_cli_from_root("--home", seeded_home, "doctor", "--fix", "--json")
     assert fixed.code == 1
     out = json.loads(fixed.stdout)
     assert out["repair"]["damage"] == "structural" and out["repair"]["ok"] is False

@@ -27,15 +27,11 @@ from hermes_repo.schema.backup import (
     read_only_engine,
     timestamped_backup,
 )
-from tests.cli.conftest import Result, run_cli
+from tests.cli.conftest import run_cli_from_root
 from tests.support import damage
 from tests.support.stores import fill_session
 
 MODULE = select_driver().module
-
-
-def _cli(*args: str | Path) -> Result:
-    return run_cli(*args, cwd=Path(os.sep))
 
 
 def test_repairs_of_a_healthy_store_take_no_backup_and_no_snapshot(home: Path) -> None:
@@ -44,7 +40,7 @@ def test_repairs_of_a_healthy_store_take_no_backup_and_no_snapshot(home: Path) -
         report = repair_store(home)
         assert report.ok and report.backup is None and report.snapshot is None
         assert report.verified
-    fixed = _cli("--home", home, "doctor", "--fix")
+    fixed = run_cli_from_root("--home", home, "doctor", "--fix")
     assert fixed.code == 0, fixed.stdout + fixed.stderr
     assert list(home.glob("*.bak")) == []
     assert list_snapshots(home) == []
@@ -81,7 +77,7 @@ def test_automatic_snapshots_never_push_out_an_operators_snapshot(home: Path) ->
     assert {s.id for s in snaps if s.origin == "automatic"} == automatic
     assert [s.label for s in snaps if s.origin == "operator"] == ["nightly 2", "nightly 1"]
 
-    listing = _cli("--home", home, "snapshot", "list")
+    listing = run_cli_from_root("--home", home, "snapshot", "list")
     assert listing.code == 0
     assert "operator  nightly 2" in listing.stdout and "automatic  pre-repair" in listing.stdout
 
