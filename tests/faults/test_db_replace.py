@@ -13,9 +13,6 @@ from __future__ import annotations
 import shlex
 import shutil
 import stat
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -25,6 +22,7 @@ from hermes_repo.engine import select_driver
 from hermes_repo.ops.replace import ReplaceError, replace_store
 from tests.cli.conftest import run_cli_from_root
 from tests.support import damage
+from tests.support.holding import held_by_another_process, opened_by_plain_sqlite
 from tests.support.incidents import PER_SESSION, advised_commands, quarantined_mid_write
 
 MODULE = select_driver().module
@@ -93,25 +91,7 @@ def test_replace_refuses_while_another_process_holds_the_store(home: Path, tmp_p
     out.parent.mkdir()
     shutil.copyfile(home / "state.db", out)
     before = damage.file_digest(home / "state.db")
-    script = textwrap.dedent(
-        f"""
-        import sys, time
-        from hermes_repo import StateStore
-        store = StateStore.open({str(home)!r})
-        print("open", flush=True)
-        sys.stdin.read()
-        store.close()
-        """
-    )
-    holder = subprocess.Popen(
-        [sys.executable, "-c", script],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=Path(__file__).resolve().parents[2],
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "open"
+    with held_by_another_process(home, tmp_path / "signals") as holder:
         result = run_cli_from_root("--home", home, "db", "replace", out)
         assert result.code == 1
         [line] = result.error_lines
@@ -119,15 +99,6 @@ def test_replace_refuses_while_another_process_holds_the_store(home: Path, tmp_p
         assert "nothing was replaced" in line
         assert damage.file_digest(home / "state.db") == before
         assert not list(home.glob("state.db.replaced-*"))
-    finally:
-        if holder.stdin is not None:
-            holder.stdin.close()
-        try:
-            holder.wait(timeout=60)
-        finally:
-            if holder.poll() is None:
-                holder.kill()
-                holder.wait()
 
 
 def test_replace_refuses_while_a_plain_sqlite_connection_has_the_store_open(
@@ -139,38 +110,10 @@ def test_replace_refuses_while_a_plain_sqlite_connection_has_the_store_open(
     out = tmp_path / "new" / "state.db"
     out.parent.mkdir()
     shutil.copyfile(home / "state.db", out)
-    script = textwrap.dedent(
-        f"""
-        import sys
-        from hermes_repo.engine import select_driver
-        con = select_driver().module.connect({str(home / "state.db")!r})
-        con.execute("SELECT count(*) FROM sessions").fetchone()
-        print("open", flush=True)
-        sys.stdin.read()
-        con.close()
-        """
-    )
-    holder = subprocess.Popen(
-        [sys.executable, "-c", script],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=Path(__file__).resolve().parents[2],
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "open"
+    with opened_by_plain_sqlite(home / "state.db", tmp_path / "signals") as holder:
         with pytest.raises(ReplaceError, match=f"pid {holder.pid}.*nothing was replaced"):
             replace_store(home, out)
         assert not list(home.glob("state.db.replaced-*"))
-    finally:
-        if holder.stdin is not None:
-            holder.stdin.close()
-        try:
-            holder.wait(timeout=60)
-        finally:
-            if holder.poll() is None:
-                holder.kill()
-                holder.wait()
 
 
 def test_replace_refuses_a_file_that_is_not_a_sound_store(home: Path, tmp_path: Path) -> None:
