@@ -19,25 +19,16 @@ from tests.support.retries import RETRY_LOGGER, retries, watching_retries
 from tests.support.spooling import (
     MODULE,
     check_store,
+    convo,
     on_store_connections,
     pending_files,
     raw,
     stored,
+    uids,
 )
 
 Msg = dict[str, Any]
 BUDGET = 0.5
-
-
-def convo(n: int, start: int = 0, size: int = 20) -> list[Msg]:
-    return [
-        {"role": "user" if i % 2 == 0 else "assistant", "content": f"m{i} " + "x" * size}
-        for i in range(start, start + n)
-    ]
-
-
-def uids(messages: list[Msg]) -> list[str]:
-    return [m["uid"] for m in messages]
 
 
 def recover_and_check(home: Path, session_id: str, messages: list[Msg]) -> None:
