@@ -28,7 +28,6 @@ import os
 import resource
 import shutil
 import signal
-import subprocess
 import threading
 import time
 import types
@@ -50,6 +49,7 @@ from hermes_repo.retry import RetryPolicy
 from hermes_repo.schema import fts
 from hermes_repo.uow import UnitOfWork
 from tests.support import damage
+from tests.support.disks import small_tmpfs
 from tests.support.faultinject import FaultInjector, under
 from tests.support.processes import reaped
 from tests.support.retries import (
@@ -475,22 +475,6 @@ def test_damaged_messages_root_quarantines_and_is_not_taken_for_index_damage(
 
 
 # -- a real full disk ---------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def small_tmpfs(folder: Path, kib: int) -> Iterator[Path]:
-    folder.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={kib}k,mode=0700", "tmpfs", str(folder)],
-        capture_output=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-    try:
-        yield folder
-    finally:
-        subprocess.run(["umount", "-l", str(folder)], check=False)
 
 
 def _fill(folder: Path, leave: int) -> Path:
