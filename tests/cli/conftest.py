@@ -53,6 +53,11 @@ def run_cli(*args: str | Path, cwd: Path, env: dict[str, str] | None = None) -> 
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
 
+def run_cli_from_root(*args: str | Path) -> Result:
+    """``run_cli`` from the file system's root: no relative path can resolve by chance."""
+    return run_cli(*args, cwd=Path(os.sep))
+
+
 @pytest.fixture
 def cli(tmp_path: Path) -> Cli:
     """``cli(*args, env=None)`` runs the console script from a scratch folder, so nothing

@@ -7,19 +7,16 @@ Before: `-o ~/.hermes/state.db` replaced the live database with JSON Lines and e
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import stat
-import subprocess
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from hermes_repo import StateStore
 from tests.cli.conftest import Cli
+from tests.support.disks import small_tmpfs
 
 HEADER = b"SQLite format 3\x00"
 
@@ -96,36 +93,11 @@ def test_export_replaces_an_ordinary_file_whole_and_private(
     assert sorted(p.name for p in out.parent.iterdir()) == ["t.jsonl"]
 
 
-@contextlib.contextmanager
-def _tiny_tmpfs(where: Path, size: str) -> Iterator[Path]:
-    where.mkdir()
-    mounted = subprocess.run(
-        [
-            "mount",
-            "-t",
-            "tmpfs",
-            "-o",
-            f"size={size}",
-            f"hermes-test-{uuid.uuid4().hex[:8]}",
-            where,
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here for a real full disk: {mounted.stderr.strip()}")
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", where], check=False)
-
-
 def test_export_onto_a_full_disk_names_the_file_and_leaves_it(
     home: Path, cli: Cli, tmp_path: Path
 ) -> None:
     sid = _session(home, messages=12, size=20_000)  # ~240 KB of JSON Lines
-    with _tiny_tmpfs(tmp_path / "small", "64k") as disk:
+    with small_tmpfs(tmp_path / "small", kib=64) as disk:
         out = disk / "t.jsonl"
         out.write_text("previous export\n")
         result = cli("--home", home, "sessions", "export", sid, "-o", out)

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from hermes_repo.ops.doctor import diagnose
 from tests.cli.conftest import Cli
-from tests.faults.test_wal_header import _store_with_wal_only_messages, _zero_header
+from tests.support import damage
+from tests.support.stores import store_with_wal_only_session
 
 
 def test_an_empty_home_is_a_usage_error_naming_the_option(cli: Cli, tmp_path: Path) -> None:
@@ -28,8 +29,8 @@ def test_an_empty_home_is_a_usage_error_naming_the_option(cli: Cli, tmp_path: Pa
 
 
 def test_the_damaged_wal_advice_has_each_command_in_its_own_backticks(home: Path) -> None:
-    db = _store_with_wal_only_messages(home)
-    _zero_header(db)
+    db = store_with_wal_only_session(home)
+    damage.zero_wal_header(db)
     [finding] = [f for f in diagnose(home).findings if f.code == "wal-header-damaged"]
     for text in (finding.summary, finding.fix):
         assert text.count("`") % 2 == 0, text

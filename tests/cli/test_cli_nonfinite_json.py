@@ -2,19 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 from hermes_repo import StateStore
 from tests.cli.conftest import Cli
-
-
-def _strict(text: str) -> Any:
-    def refuse(token: str) -> Any:
-        raise ValueError(f"not JSON: {token}")
-
-    return json.loads(text, parse_constant=refuse)
+from tests.support.strict_json import strict_json
 
 
 def test_stored_infinite_times_render_as_strings_in_json_output_and_export(
@@ -49,13 +41,13 @@ def test_stored_infinite_times_render_as_strings_in_json_output_and_export(
     for args, result in outputs.items():
         assert result.code == 0, (args, result.stderr)
         assert "Infinity" not in result.stdout, args
-    (listed,) = _strict(outputs[("sessions", "list", "--json")].stdout)
+    (listed,) = strict_json(outputs[("sessions", "list", "--json")].stdout)
     assert listed["started_at"] == "inf" or listed["started_at"] is None
-    shown = _strict(outputs[("sessions", "show", "inf1", "--json")].stdout)
+    shown = strict_json(outputs[("sessions", "show", "inf1", "--json")].stdout)
     assert shown["messages"][0]["timestamp"] == "-inf"
     assert shown["messages"][0]["content"] == "boundless words"
-    _strict(outputs[("search", "boundless", "--json")].stdout)
+    strict_json(outputs[("search", "boundless", "--json")].stdout)
     (exported,) = [
-        _strict(line) for line in outputs[("sessions", "export", "inf1")].stdout.splitlines()
+        strict_json(line) for line in outputs[("sessions", "export", "inf1")].stdout.splitlines()
     ]
     assert exported["timestamp"] == "-inf" and exported["content"] == "boundless words"

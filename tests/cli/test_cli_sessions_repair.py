@@ -2,42 +2,32 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from hermes_repo import StateStore
+from tests.support.stores import store_digests
 from tests.support.transcripts import EXPECTED_ARCHIVED, MALFORMED, seed
 
 Cli = Callable[..., Any]
 
 
-def seeded(home: Path) -> tuple[str, list[int], str]:
+def seed_violations(home: Path) -> tuple[str, list[int], str]:
+    """Two sessions that break the transcript rules: ``MALFORMED`` and two user turns."""
     with StateStore.open(home) as store:
         sid, ids = seed(store, MALFORMED)
         users, _ = seed(store, [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
     return sid, ids, users
 
 
-def digest(home: Path) -> list[str | None]:
-    out: list[str | None] = []
-    for name in ("state.db", "state.db-wal"):
-        p = home / name
-        # A read-only reader of a WAL store creates an empty -wal if there is none (as
-        # the doctor's does): no content of the store changes, so it counts as absent.
-        present = p.exists() and (name == "state.db" or p.stat().st_size > 0)
-        out.append(hashlib.sha256(p.read_bytes()).hexdigest() if present else None)
-    return out
-
-
 def test_check_only_reports_violations_as_json_and_writes_nothing(home: Path, cli: Cli) -> None:
-    sid, _, users = seeded(home)
-    before = digest(home)
+    sid, _, users = seed_violations(home)
+    before = store_digests(home)
     result = cli("--home", home, "sessions", "repair", "--check-only", "--json")
     assert result.code == 0, result.stderr
-    assert digest(home) == before
+    assert store_digests(home) == before
     report = json.loads(result.stdout)
     assert report["ok"] is False
     assert report["sessions_violating"] == 2 and report["rows_violating"] == 5
@@ -47,7 +37,7 @@ def test_check_only_reports_violations_as_json_and_writes_nothing(home: Path, cl
 
 
 def test_check_only_prints_a_table(home: Path, cli: Cli) -> None:
-    sid, _, users = seeded(home)
+    sid, _, users = seed_violations(home)
     result = cli("--home", home, "sessions", "repair", "--check-only")
     assert result.code == 0, result.stderr
     assert "2 of 2 session(s) violate" in result.stdout
@@ -57,7 +47,7 @@ def test_check_only_prints_a_table(home: Path, cli: Cli) -> None:
 
 
 def test_repair_fixes_every_violating_session_then_check_passes(home: Path, cli: Cli) -> None:
-    seeded(home)
+    seed_violations(home)
     result = cli("--home", home, "sessions", "repair", "--json")
     assert result.code == 0, result.stderr
     summary = json.loads(result.stdout)
@@ -71,7 +61,7 @@ def test_repair_fixes_every_violating_session_then_check_passes(home: Path, cli:
 
 
 def test_show_repair_applies_and_reports_the_changes(home: Path, cli: Cli) -> None:
-    sid, ids, _ = seeded(home)
+    sid, ids, _ = seed_violations(home)
     result = cli("--home", home, "sessions", "show", sid, "--repair", "--json")
     assert result.code == 0, result.stderr
     out = json.loads(result.stdout)
@@ -89,16 +79,16 @@ def test_show_repair_applies_and_reports_the_changes(home: Path, cli: Cli) -> No
 
 
 def test_show_without_repair_writes_nothing(home: Path, cli: Cli) -> None:
-    sid, _, _ = seeded(home)
-    before = digest(home)
+    sid, _, _ = seed_violations(home)
+    before = store_digests(home)
     result = cli("--home", home, "sessions", "show", sid, "--json")
     assert result.code == 0, result.stderr
     assert len(json.loads(result.stdout)["messages"]) == len(MALFORMED)
-    assert digest(home) == before
+    assert store_digests(home) == before
 
 
 def test_show_repair_of_an_unknown_session_is_one_error_line(home: Path, cli: Cli) -> None:
-    seeded(home)
+    seed_violations(home)
     result = cli("--home", home, "sessions", "show", "no_such_session", "--repair")
     assert result.code == 1
     assert result.error_lines == [

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,51 +11,32 @@ from tests.cli.conftest import Cli
 from tests.support import damage
 from tests.support.fts_checks import (
     MODULE,
-    copy_store,
     give_up_rebuild,
     read_state,
-    seed_store,
 )
 from tests.support.holding import held_by_another_process
+from tests.support.stores import store_digests
 
 
 def _averages(db: Path) -> None:
     damage.fts_delete_averages(db, module=MODULE)
 
 
-@pytest.fixture(scope="module")
-def seeded(tmp_path_factory: pytest.TempPathFactory, template_home: Path) -> Path:
-    home = copy_store(template_home, tmp_path_factory.mktemp("cli-repair-seeded") / "home")
-    seed_store(home)
-    return home
-
-
 @pytest.fixture
-def stale_home(tmp_path: Path, seeded: Path) -> Iterator[Path]:
+def stale_home(seeded_home: Path) -> Path:
     """A store whose index is detached and whose automatic rebuild gave up."""
-    home = copy_store(seeded, tmp_path / "home")
-    give_up_rebuild(home, _averages)
-    yield home
-
-
-def _digests(home: Path) -> dict[str, str | None]:
-    # An empty -wal created by a read-only reader is no change of the store.
-    return {
-        name: None
-        if name.endswith("-wal") and (home / name).exists() and not (home / name).stat().st_size
-        else damage.file_digest(home / name)
-        for name in ("state.db", "state.db-wal")
-    }
+    give_up_rebuild(seeded_home, _averages)
+    return seeded_home
 
 
 def test_repair_and_doctor_fix_refuse_naming_the_holder(
     stale_home: Path, tmp_path: Path, cli: Cli
 ) -> None:
-    before = _digests(stale_home)
+    before = store_digests(stale_home)
     with held_by_another_process(stale_home, tmp_path / "signals") as holder:
         repair = cli("--home", stale_home, "sessions", "repair")
         fix = cli("--home", stale_home, "doctor", "--fix", "--json")
-        assert _digests(stale_home) == before
+        assert store_digests(stale_home) == before
 
     for result, command in ((repair, "sessions repair"), (fix, "doctor --fix")):
         assert result.code == 1, result.stdout
@@ -66,7 +46,7 @@ def test_repair_and_doctor_fix_refuse_naming_the_holder(
         assert f"pid {holder.pid}" in line
         assert "Stop every process using the store" in line
         assert f"hermes-repo --home {stale_home} {command}" in line
-    assert _digests(stale_home) == before
+    assert store_digests(stale_home) == before
     assert not list(stale_home.glob("*.bak"))
     assert not (stale_home / "state-snapshots").exists()
 
@@ -74,13 +54,13 @@ def test_repair_and_doctor_fix_refuse_naming_the_holder(
 def test_check_only_reports_the_index_and_the_transcripts_and_writes_nothing(
     stale_home: Path, cli: Cli
 ) -> None:
-    before = _digests(stale_home)
+    before = store_digests(stale_home)
 
     text = cli("--home", stale_home, "sessions", "repair", "--check-only")
     as_json = cli("--home", stale_home, "sessions", "repair", "--check-only", "--json")
 
     assert text.code == as_json.code == 0, (text.stderr, as_json.stderr)
-    assert _digests(stale_home) == before
+    assert store_digests(stale_home) == before
     assert "1 of 1 session(s) violate" in text.stdout  # the transcript table is kept
     assert "[fts-stale]" in text.stdout
     assert f"`hermes-repo --home {stale_home} sessions repair`" in text.stdout

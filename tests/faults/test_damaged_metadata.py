@@ -8,7 +8,6 @@ store and then recommended restoring that same snapshot.
 
 from __future__ import annotations
 
-import os
 import shlex
 from pathlib import Path
 
@@ -19,26 +18,10 @@ from hermes_repo.engine import select_driver
 from hermes_repo.errors import HermesRepoError
 from hermes_repo.ops.doctor import diagnose
 from hermes_repo.ops.snapshots import list_snapshots
-from tests.cli.conftest import Result, run_cli
+from tests.cli.conftest import run_cli_from_root
+from tests.support.stores import fill_session
 
 MODULE = select_driver().module
-
-
-def _cli(*args: str | Path) -> Result:
-    return run_cli(*args, cwd=Path(os.sep))
-
-
-def _filled(home: Path) -> None:
-    with StateStore.open(home) as store, store.unit_of_work() as uow:
-        uow.sessions.create(id="kept")
-        uow.messages.append_many(
-            "kept",
-            [
-                {"role": "user" if i % 2 == 0 else "assistant", "content": f"kept {i}"}
-                for i in range(25)
-            ],
-        )
-        uow.commit()
 
 
 def _execute(home: Path, sql: str) -> None:
@@ -60,7 +43,7 @@ def _tables(path: Path) -> set[str]:
 def test_a_dropped_state_meta_is_found_refused_at_open_and_recreated_by_repair(
     home: Path,
 ) -> None:
-    _filled(home)
+    fill_session(home, "kept", 25, "kept")
     _execute(home, "DROP TABLE state_meta")
 
     report = diagnose(home)
@@ -70,7 +53,7 @@ def test_a_dropped_state_meta_is_found_refused_at_open_and_recreated_by_repair(
     with pytest.raises(SchemaMismatchError, match=r"state_meta is missing.*sessions repair"):
         StateStore.open(home)
 
-    repaired = _cli("--home", home, "sessions", "repair")
+    repaired = run_cli_from_root("--home", home, "sessions", "repair")
     assert repaired.code == 0, repaired.stdout + repaired.stderr
     assert "recreated the missing state_meta" in repaired.stdout
     assert "table state_meta recreated" in repaired.stdout
@@ -85,7 +68,7 @@ def test_a_dropped_state_meta_is_found_refused_at_open_and_recreated_by_repair(
 def test_a_dropped_alembic_version_is_refused_with_the_salvage_and_never_snapshotted(
     home: Path,
 ) -> None:
-    _filled(home)
+    fill_session(home, "kept", 25, "kept")
     _execute(home, "DROP TABLE alembic_version")
 
     report = diagnose(home)
@@ -93,7 +76,7 @@ def test_a_dropped_alembic_version_is_refused_with_the_salvage_and_never_snapsho
     with pytest.raises(HermesRepoError, match=r"no schema revision.*sessions recover"):
         StateStore.open(home)
 
-    refused = _cli("--home", home, "sessions", "repair")
+    refused = run_cli_from_root("--home", home, "sessions", "repair")
     assert refused.code == 1
     [line] = refused.error_lines
     assert "nothing was changed" in line and "db replace" in line
@@ -101,7 +84,7 @@ def test_a_dropped_alembic_version_is_refused_with_the_salvage_and_never_snapsho
 
     # The advice, followed literally, ends with a sound store holding the rows.
     for cmd in [c for c in line.split("`") if c.startswith("hermes-repo ")][:2]:
-        done = _cli(*shlex.split(cmd)[1:])
+        done = run_cli_from_root(*shlex.split(cmd)[1:])
         assert done.code == 0, done.stderr
     assert diagnose(home).healthy
     with StateStore.open(home) as store:
@@ -109,7 +92,7 @@ def test_a_dropped_alembic_version_is_refused_with_the_salvage_and_never_snapsho
 
 
 def test_doctor_compares_the_schema_with_the_models(home: Path) -> None:
-    _filled(home)
+    fill_session(home, "kept", 25, "kept")
     _execute(home, "DROP INDEX ix_messages_session_id_id")
 
     report = diagnose(home)
@@ -117,5 +100,5 @@ def test_doctor_compares_the_schema_with_the_models(home: Path) -> None:
     [finding] = [f for f in report.findings if f.code == "schema-drift"]
     assert "ix_messages_session_id_id" in finding.summary
     assert "db replace" in finding.fix
-    refused = _cli("--home", home, "sessions", "repair")
+    refused = run_cli_from_root("--home", home, "sessions", "repair")
     assert refused.code == 1 and "nothing was changed" in refused.stderr

@@ -10,107 +10,49 @@ the new file: that is why the command exists.
 
 from __future__ import annotations
 
-import os
-import re
 import shlex
 import shutil
 import stat
-import subprocess
-import sys
-import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from hermes_repo import StateDbCorruptError, StateStore, quarantine
+from hermes_repo import StateStore
 from hermes_repo.engine import select_driver
 from hermes_repo.ops.replace import ReplaceError, replace_store
-from tests.cli.conftest import Result, run_cli
+from tests.cli.conftest import run_cli_from_root
 from tests.support import damage
+from tests.support.holding import held_by_another_process, opened_by_plain_sqlite
+from tests.support.incidents import PER_SESSION, advised_commands, quarantined_mid_write
 
 MODULE = select_driver().module
 WAL = select_driver().journal_mode == "WAL"
-PER_SESSION = 400
-
-
-@pytest.fixture(autouse=True)
-def _forget_quarantines() -> Iterator[None]:
-    yield
-    quarantine._quarantined.clear()
-
-
-def _cli(*args: str | Path) -> Result:
-    return run_cli(*args, cwd=Path(os.sep))
-
-
-def _quarantined_home(home: Path) -> Path:
-    """A store quarantined mid-write whose kept ``-wal`` holds a committed session."""
-    with StateStore.open(home) as store, store.unit_of_work() as uow:
-        for sid in ("early", "late"):
-            uow.sessions.create(id=sid)
-            uow.messages.append_many(
-                sid,
-                [
-                    {"role": "user", "content": f"{sid} message {i} " + "pad " * 30}
-                    for i in range(PER_SESSION)
-                ],
-            )
-        uow.commit()
-    db = home / "state.db"
-    damage.checkpoint_and_close(db, module=MODULE)
-    damage.damage_first_leaf(db, "messages", module=MODULE)
-    store = StateStore.open(home)
-    try:
-        with store.unit_of_work() as uow:
-            # Committed, and only in the -wal: new rows go to the last leaves, far from
-            # the damage, and touch the tables, their indexes and the search indexes.
-            uow.sessions.create(id="in-the-wal")
-            uow.messages.append_many(
-                "in-the-wal",
-                [{"role": "user", "content": f"kept in the wal {i}"} for i in range(50)],
-            )
-            uow.commit()
-        with pytest.raises(StateDbCorruptError), store.unit_of_work() as uow:
-            # A write that reads the damaged leaf: the store quarantines itself.
-            uow.connection.exec_driver_sql("UPDATE messages SET token_count = 1 WHERE id = 1")
-    finally:
-        store.close()  # a quarantined close does no checkpoint: the -wal survives
-    quarantine._quarantined.clear()  # the CLI runs in fresh processes
-    if WAL:
-        wal = home / "state.db-wal"
-        assert wal.exists() and wal.stat().st_size > 32
-    return db
-
-
-def _commands(text: str) -> list[str]:
-    return re.findall(r"`(hermes-repo [^`]+)`", text)
 
 
 def test_following_the_repair_advice_literally_ends_with_a_healthy_store(home: Path) -> None:
-    db = _quarantined_home(home)
+    db = quarantined_mid_write(home)
     old_digests = {
         s: damage.file_digest(Path(f"{db}{s}"))
         for s in ("", "-wal", "-journal")
         if Path(f"{db}{s}").exists()
     }
 
-    refused = _cli("--home", home, "sessions", "repair")
+    refused = run_cli_from_root("--home", home, "sessions", "repair")
     assert refused.code == 1
-    advice = _commands(refused.stderr)
+    advice = advised_commands(refused.stderr)
     [recover_cmd] = [c for c in advice if "--output" in c]
     [replace_cmd] = [c for c in advice if " db replace " in c]
     assert "place of the old" in refused.stderr
 
-    recovered = _cli(*shlex.split(recover_cmd)[1:])
+    recovered = run_cli_from_root(*shlex.split(recover_cmd)[1:])
     assert recovered.code == 0, recovered.stderr
     assert "db replace" in recovered.stdout
-    replaced = _cli(*shlex.split(replace_cmd)[1:])
+    replaced = run_cli_from_root(*shlex.split(replace_cmd)[1:])
     assert replaced.code == 0, replaced.stderr
 
-    doctor = _cli("--home", home, "doctor")
+    doctor = run_cli_from_root("--home", home, "doctor")
     assert doctor.code == 0, doctor.stdout + doctor.stderr
-    assert _cli("--home", home, "db", "check").code == 0
+    assert run_cli_from_root("--home", home, "db", "check").code == 0
     with StateStore.open(home) as store:
         with store.unit_of_work() as uow:
             assert all(uow.sessions.exists(s) for s in ("early", "late", "in-the-wal"))
@@ -130,9 +72,9 @@ def test_copying_over_state_db_by_hand_lets_the_old_wal_damage_the_new_file(
     """Why the command exists: the naive install the old message invited fails."""
     if not WAL:
         pytest.skip("only a kept -wal is replayed into a new file (WAL mode)")
-    db = _quarantined_home(home)
+    db = quarantined_mid_write(home)
     out = tmp_path / "recovered" / "state.db"
-    assert _cli("sessions", "recover", "--source", db, "--output", out).code == 0
+    assert run_cli_from_root("sessions", "recover", "--source", db, "--output", out).code == 0
     shutil.copyfile(out, db)  # the -wal of the damaged file stays beside it
     con = MODULE.connect(str(db))
     try:
@@ -149,41 +91,14 @@ def test_replace_refuses_while_another_process_holds_the_store(home: Path, tmp_p
     out.parent.mkdir()
     shutil.copyfile(home / "state.db", out)
     before = damage.file_digest(home / "state.db")
-    script = textwrap.dedent(
-        f"""
-        import sys, time
-        from hermes_repo import StateStore
-        store = StateStore.open({str(home)!r})
-        print("open", flush=True)
-        sys.stdin.read()
-        store.close()
-        """
-    )
-    holder = subprocess.Popen(
-        [sys.executable, "-c", script],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=Path(__file__).resolve().parents[2],
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "open"
-        result = _cli("--home", home, "db", "replace", out)
+    with held_by_another_process(home, tmp_path / "signals") as holder:
+        result = run_cli_from_root("--home", home, "db", "replace", out)
         assert result.code == 1
         [line] = result.error_lines
         assert line.startswith("error: ") and f"pid {holder.pid}" in line
         assert "nothing was replaced" in line
         assert damage.file_digest(home / "state.db") == before
         assert not list(home.glob("state.db.replaced-*"))
-    finally:
-        if holder.stdin is not None:
-            holder.stdin.close()
-        try:
-            holder.wait(timeout=60)
-        finally:
-            if holder.poll() is None:
-                holder.kill()
-                holder.wait()
 
 
 def test_replace_refuses_while_a_plain_sqlite_connection_has_the_store_open(
@@ -195,38 +110,10 @@ def test_replace_refuses_while_a_plain_sqlite_connection_has_the_store_open(
     out = tmp_path / "new" / "state.db"
     out.parent.mkdir()
     shutil.copyfile(home / "state.db", out)
-    script = textwrap.dedent(
-        f"""
-        import sys
-        from hermes_repo.engine import select_driver
-        con = select_driver().module.connect({str(home / "state.db")!r})
-        con.execute("SELECT count(*) FROM sessions").fetchone()
-        print("open", flush=True)
-        sys.stdin.read()
-        con.close()
-        """
-    )
-    holder = subprocess.Popen(
-        [sys.executable, "-c", script],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=Path(__file__).resolve().parents[2],
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "open"
+    with opened_by_plain_sqlite(home / "state.db", tmp_path / "signals") as holder:
         with pytest.raises(ReplaceError, match=f"pid {holder.pid}.*nothing was replaced"):
             replace_store(home, out)
         assert not list(home.glob("state.db.replaced-*"))
-    finally:
-        if holder.stdin is not None:
-            holder.stdin.close()
-        try:
-            holder.wait(timeout=60)
-        finally:
-            if holder.poll() is None:
-                holder.kill()
-                holder.wait()
 
 
 def test_replace_refuses_a_file_that_is_not_a_sound_store(home: Path, tmp_path: Path) -> None:

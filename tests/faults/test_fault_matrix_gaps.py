@@ -22,15 +22,12 @@
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
-import importlib
 import multiprocessing
 import os
 import resource
 import shutil
 import signal
-import subprocess
 import threading
 import time
 import types
@@ -47,59 +44,33 @@ from hermes_repo import (
     DatabaseBusyError,
     StateDbCorruptError,
     StateStore,
-    fts,
-    quarantine,
-    sqlite_capi,
 )
 from hermes_repo.retry import RetryPolicy
+from hermes_repo.schema import fts
 from hermes_repo.uow import UnitOfWork
 from tests.support import damage
+from tests.support.disks import small_tmpfs
 from tests.support.faultinject import FaultInjector, under
 from tests.support.processes import reaped
-from tests.support.retries import count_busy_handler_calls, retries, watching_retries
-from tests.support.spooling import MODULE, check_store, pending_files, raw, stored
+from tests.support.retries import (
+    count_busy_handler_calls,
+    extended_code,
+    retries,
+    watching_retries,
+)
+from tests.support.spooling import (
+    MODULE,
+    check_store,
+    convo,
+    pending_files,
+    raw,
+    stored,
+    uids,
+)
 
 Msg = dict[str, Any]
-DRIVERS = {"stdlib": "sqlite3", "pysqlite3": "pysqlite3.dbapi2"}
 SQLITE_BUSY_SNAPSHOT = 517
 FORK = multiprocessing.get_context("fork")
-
-
-@pytest.fixture(params=sorted(DRIVERS))
-def mod(request: pytest.FixtureRequest) -> types.ModuleType:
-    name = DRIVERS[request.param]
-    if request.param == "pysqlite3":
-        module: types.ModuleType = pytest.importorskip(name)
-        return module
-    return importlib.import_module(name)
-
-
-@pytest.fixture(autouse=True)
-def _forget_quarantines() -> Iterator[None]:
-    yield
-    quarantine._quarantined.clear()  # a quarantine lasts for the process
-
-
-def convo(n: int, start: int = 0, size: int = 20) -> list[Msg]:
-    return [
-        {"role": "user" if i % 2 == 0 else "assistant", "content": f"m{i} " + "x" * size}
-        for i in range(start, start + n)
-    ]
-
-
-def uids(messages: list[Msg]) -> list[str]:
-    return [m["uid"] for m in messages]
-
-
-def extended_code(module: types.ModuleType, dbapi_conn: Any, db: Path) -> int:
-    """``sqlite3_extended_errcode`` of a DB-API connection (pysqlite3 reports 517 as 5)."""
-    lib = sqlite_capi._library(module)
-    assert lib is not None
-    handle = sqlite_capi._handle(lib, dbapi_conn, db)
-    assert handle is not None
-    lib.sqlite3_extended_errcode.restype = ctypes.c_int
-    lib.sqlite3_extended_errcode.argtypes = [ctypes.c_void_p]
-    return int(lib.sqlite3_extended_errcode(handle))
 
 
 def recover_and_check(home: Path, session_id: str, messages: list[Msg]) -> None:
@@ -504,22 +475,6 @@ def test_damaged_messages_root_quarantines_and_is_not_taken_for_index_damage(
 
 
 # -- a real full disk ---------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def small_tmpfs(folder: Path, kib: int) -> Iterator[Path]:
-    folder.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={kib}k,mode=0700", "tmpfs", str(folder)],
-        capture_output=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-    try:
-        yield folder
-    finally:
-        subprocess.run(["umount", "-l", str(folder)], check=False)
 
 
 def _fill(folder: Path, leave: int) -> Path:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import errno
 import functools
-import importlib
 import os
 import shutil
 import signal
@@ -81,18 +80,7 @@ def _content(i: int) -> str:
     return " ".join(["common", *words, f"w{i}"])
 
 
-# -- drivers ------------------------------------------------------------------
-
-DRIVERS = {"stdlib": "sqlite3", "pysqlite3": "pysqlite3.dbapi2"}
-
-
-@pytest.fixture(params=sorted(DRIVERS), scope="module")
-def mod(request: pytest.FixtureRequest) -> types.ModuleType:
-    name = DRIVERS[request.param]
-    if request.param == "pysqlite3":
-        module: types.ModuleType = pytest.importorskip(name)
-        return module
-    return importlib.import_module(name)
+# -- drivers (the ``mod`` fixture is in tests/faults/conftest.py) --------------
 
 
 @functools.cache

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from hermes_repo import StateStore, TranscriptWriter, quarantine
+from hermes_repo import StateStore, TranscriptWriter
 from tests.support import damage
 from tests.support.faultinject import FaultInjector, under
 from tests.support.locking import write_lock_held_by_another_process
@@ -19,25 +19,16 @@ from tests.support.retries import RETRY_LOGGER, retries, watching_retries
 from tests.support.spooling import (
     MODULE,
     check_store,
+    convo,
     on_store_connections,
     pending_files,
     raw,
     stored,
+    uids,
 )
 
 Msg = dict[str, Any]
 BUDGET = 0.5
-
-
-def convo(n: int, start: int = 0, size: int = 20) -> list[Msg]:
-    return [
-        {"role": "user" if i % 2 == 0 else "assistant", "content": f"m{i} " + "x" * size}
-        for i in range(start, start + n)
-    ]
-
-
-def uids(messages: list[Msg]) -> list[str]:
-    return [m["uid"] for m in messages]
 
 
 def recover_and_check(home: Path, session_id: str, messages: list[Msg]) -> None:
@@ -265,13 +256,6 @@ def test_a_message_both_committed_and_spooled_is_recovered_once(store: StateStor
 # -- CORRUPT -------------------------------------------------------------------------
 
 
-@pytest.fixture
-def _forget_quarantines() -> Any:
-    yield
-    quarantine._quarantined.clear()
-
-
-@pytest.mark.usefixtures("_forget_quarantines")
 def test_damaged_file_diverts_to_the_salvage_file_which_is_never_replayed(home: Path) -> None:
     with StateStore.open(home) as store:
         store.transcript_writer("late").flush(

@@ -32,7 +32,7 @@ import pytest
 from sqlalchemy import event
 from sqlalchemy.engine import ExceptionContext
 
-from hermes_repo import StateStore, WriteFailedError, quarantine
+from hermes_repo import StateStore, WriteFailedError
 from hermes_repo.engine import create_store_engine
 from hermes_repo.errors import ErrorKind
 from hermes_repo.holders import HolderLock
@@ -54,13 +54,11 @@ from tests.support.fts_checks import (
     TERMS,
     WORDS,
     canonical_like_ids,
-    copy_store,
     fts_match_ids,
     index_for,
     like_search_ids,
     read_state,
     ro_connect,
-    seed_store,
 )
 
 INDEX_NAMES = tuple(ix.name for ix in fts.INDEXES)
@@ -94,26 +92,6 @@ RECIPES: dict[str, Recipe] = {
 
 
 # -- fixtures and helpers --------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def seeded(tmp_path_factory: pytest.TempPathFactory, template_home: Path) -> Path:
-    """A closed, checkpointed store with the corpus (built once per module)."""
-    home = copy_store(template_home, tmp_path_factory.mktemp("fts-seeded") / "home")
-    seed_store(home)
-    return home
-
-
-@pytest.fixture
-def seeded_home(tmp_path: Path, seeded: Path) -> Path:
-    return copy_store(seeded, tmp_path / "home")
-
-
-@pytest.fixture(autouse=True)
-def _forget_quarantines() -> Iterator[None]:
-    # A quarantine lasts for the process; each test works on its own file anyway.
-    yield
-    quarantine._quarantined.clear()
 
 
 def _db(home: Path) -> Path:

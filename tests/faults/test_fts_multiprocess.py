@@ -15,13 +15,12 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from hermes_repo import StateStore, quarantine
+from hermes_repo import StateStore
 from hermes_repo.engine import create_store_engine
 from hermes_repo.holders import HolderLock
 from hermes_repo.ops.doctor import diagnose
@@ -31,11 +30,9 @@ from tests.support.fts_checks import (
     MODULE,
     SEED_ROWS,
     SEED_SESSION,
-    copy_store,
     like_search_ids,
     read_state,
     ro_connect,
-    seed_store,
 )
 
 TIMEOUT_S = 60.0
@@ -117,14 +114,6 @@ class Peer:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(timeout=TIMEOUT_S)
-
-
-@pytest.fixture
-def seeded_home(tmp_path: Path, template_home: Path) -> Iterator[Path]:
-    home = copy_store(template_home, tmp_path / "home")
-    seed_store(home)
-    yield home
-    quarantine._quarantined.clear()
 
 
 def _guarded_rebuild(db: Path) -> Any:

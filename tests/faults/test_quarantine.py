@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -12,24 +12,9 @@ from sqlalchemy import event
 from hermes_repo import StateDbCorruptError, StateStore, quarantine
 from hermes_repo.engine import select_driver
 from tests.support import damage
+from tests.support.stores import fill_early_and_late
 
 MODULE = select_driver().module
-
-
-def _fill(home: Path) -> None:
-    """Session "early" fills the first leaves, session "late" the last ones."""
-    with StateStore.open(home) as store, store.unit_of_work() as uow:
-        for sid in ("early", "late"):
-            uow.sessions.create(id=sid)
-            uow.messages.append_many(
-                sid,
-                [
-                    {"role": "user", "content": f"{sid} message {i} " + "pad " * 30}
-                    for i in range(600)
-                ],
-            )
-        uow.commit()
-    damage.checkpoint_and_close(home / "state.db", module=MODULE)
 
 
 def _damage_last_leaf(db: Path) -> None:
@@ -38,12 +23,6 @@ def _damage_last_leaf(db: Path) -> None:
 
 def _damage_index_root(db: Path) -> None:
     damage.damage_root(db, "ix_messages_session_id_id", module=MODULE)
-
-
-@pytest.fixture(autouse=True)
-def _forget_quarantines() -> Iterator[None]:
-    yield
-    quarantine._quarantined.clear()
 
 
 def _digests(db: Path) -> tuple[str | None, str | None]:
@@ -56,7 +35,7 @@ def _digests(db: Path) -> tuple[str | None, str | None]:
 def test_first_structural_error_quarantines_and_later_writes_never_reach_the_file(
     home: Path, inflict: object
 ) -> None:
-    _fill(home)
+    fill_early_and_late(home)
     db = home / "state.db"
     inflict(db)  # type: ignore[operator]
     store = StateStore.open(home)
@@ -81,7 +60,7 @@ def test_first_structural_error_quarantines_and_later_writes_never_reach_the_fil
 
 
 def test_notadb_header_is_refused_at_open_and_quarantined(home: Path) -> None:
-    _fill(home)
+    fill_early_and_late(home)
     db = home / "state.db"
     damage.write_notadb_header(db, module=MODULE)
     before = damage.file_digest(db)
@@ -94,7 +73,7 @@ def test_notadb_header_is_refused_at_open_and_quarantined(home: Path) -> None:
 
 
 def test_quarantined_pool_never_opens_a_new_connection(home: Path) -> None:
-    _fill(home)
+    fill_early_and_late(home)
     _damage_last_leaf(home / "state.db")
     store = StateStore.open(home)
     opened: list[object] = []
@@ -109,7 +88,7 @@ def test_quarantined_pool_never_opens_a_new_connection(home: Path) -> None:
 
 
 def test_reads_continue_where_the_file_allows(home: Path) -> None:
-    _fill(home)
+    fill_early_and_late(home)
     _damage_last_leaf(home / "state.db")
     with StateStore.open(home) as store:
         with pytest.raises(StateDbCorruptError):
@@ -119,7 +98,7 @@ def test_reads_continue_where_the_file_allows(home: Path) -> None:
 
 
 def test_quarantine_is_per_file(home: Path, tmp_path: Path) -> None:
-    _fill(home)
+    fill_early_and_late(home)
     _damage_last_leaf(home / "state.db")
     with StateStore.open(home) as damaged:
         with pytest.raises(StateDbCorruptError):
@@ -134,7 +113,7 @@ def test_quarantine_is_per_file(home: Path, tmp_path: Path) -> None:
 
 def test_sqlite_alone_lets_writes_through_after_a_corrupt_rollback(home: Path) -> None:
     """The field case: SQLite itself does not quarantine, so the layer must."""
-    _fill(home)
+    fill_early_and_late(home)
     db = home / "state.db"
     _damage_last_leaf(db)
     conn = MODULE.connect(str(db), isolation_level=None)
@@ -156,11 +135,12 @@ def test_sqlite_alone_lets_writes_through_after_a_corrupt_rollback(home: Path) -
 
 
 def test_stdlib_driver_keeps_the_wal_at_close_too(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, forget_quarantine: Callable[[Path], Path]
 ) -> None:
     # Python 3.11 has no Connection.setconfig: the ctypes path (or the sentinel) must hold.
     monkeypatch.setenv("HERMES_REPO_JOURNAL_MODE", "WAL")
     home = tmp_path / "std"
+    forget_quarantine(home / "state.db")
     with StateStore.open(home, driver="stdlib") as store, store.unit_of_work() as uow:
         uow.sessions.create(id="late")
         uow.messages.append_many("late", [{"role": "user", "content": "pad " * 40}] * 600)
@@ -181,7 +161,7 @@ def test_stdlib_driver_keeps_the_wal_at_close_too(
 def test_the_failing_structural_write_is_not_retried(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _fill(home)
+    fill_early_and_late(home)
     _damage_last_leaf(home / "state.db")
     store = StateStore.open(home)
     replays: list[object] = []

@@ -18,7 +18,7 @@ and fails if the guard it proves is taken out:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,32 +31,11 @@ from hermes_repo.engine import WRITE_OPTION, select_driver
 from hermes_repo.models import AgentSession, Message
 from hermes_repo.uow import UnitOfWork
 from tests.support import damage
+from tests.support.stores import fill_early_and_late
 
 DRIVER = select_driver()
 MODULE = DRIVER.module
 WAL = DRIVER.journal_mode == "WAL"
-
-
-@pytest.fixture(autouse=True)
-def _forget_quarantines() -> Iterator[None]:
-    yield
-    quarantine._quarantined.clear()
-
-
-def _fill(home: Path) -> None:
-    """Two sessions over many pages: "late" owns the last leaves of ``messages``."""
-    with StateStore.open(home) as store, store.unit_of_work() as uow:
-        for sid in ("early", "late"):
-            uow.sessions.create(id=sid)
-            uow.messages.append_many(
-                sid,
-                [
-                    {"role": "user", "content": f"{sid} message {i} " + "pad " * 30}
-                    for i in range(600)
-                ],
-            )
-        uow.commit()
-    damage.checkpoint_and_close(home / "state.db", module=MODULE)
 
 
 def _leaf(db: Path) -> None:
@@ -145,7 +124,7 @@ def _damaged_store(home: Path, kind: str) -> StateStore:
     checkpoint would copy into the damaged file. (With a rollback journal the title is
     in the main file and there is no checkpoint to fear.)
     """
-    _fill(home)
+    fill_early_and_late(home)
     DAMAGE[kind](home / "state.db")
     store = StateStore.open(home)
     store.write(

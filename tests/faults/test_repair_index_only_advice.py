@@ -5,30 +5,16 @@ file, the wrong tool when the canonical tables are sound)."""
 from __future__ import annotations
 
 import errno
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from hermes_repo import quarantine
 from hermes_repo.ops.repair import repair_store
 from tests.support import damage
 from tests.support.faultinject import FaultInjector, endswith
 from tests.support.fts_checks import (
     MODULE,
-    copy_store,
     give_up_rebuild,
     read_state,
-    seed_store,
 )
-
-
-@pytest.fixture
-def seeded_home(tmp_path: Path, template_home: Path) -> Iterator[Path]:
-    home = copy_store(template_home, tmp_path / "home")
-    seed_store(home)
-    yield home
-    quarantine._quarantined.clear()
 
 
 def test_a_full_disk_during_the_index_rebuild_points_at_space_and_repair(

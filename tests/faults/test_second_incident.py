@@ -12,29 +12,30 @@ import shlex
 from pathlib import Path
 
 from hermes_repo import StateStore
-from tests.faults.test_db_replace import _cli, _commands, _quarantined_home
+from tests.cli.conftest import run_cli_from_root
 from tests.support import damage
+from tests.support.incidents import advised_commands, quarantined_mid_write
 
 
 def _follow_the_doctor(home: Path) -> Path:
     """Run the doctor's salvage and install commands literally; the folder they used."""
-    doctor = _cli("--home", home, "doctor")
+    doctor = run_cli_from_root("--home", home, "doctor")
     assert doctor.code != 0, doctor.stdout
-    advice = _commands(doctor.stdout + doctor.stderr)
+    advice = advised_commands(doctor.stdout + doctor.stderr)
     recover = next(c for c in advice if "--output" in c)
     replace = next(c for c in advice if " db replace " in c)
     output = Path(shlex.split(recover)[shlex.split(recover).index("--output") + 1])
     assert shlex.split(replace)[-1] == str(output)  # both steps name the same file
     assert not output.exists()  # a fresh folder: the salvage step can run
-    recovered = _cli(*shlex.split(recover)[1:])
+    recovered = run_cli_from_root(*shlex.split(recover)[1:])
     assert recovered.code == 0, recovered.stderr
-    replaced = _cli(*shlex.split(replace)[1:])
+    replaced = run_cli_from_root(*shlex.split(replace)[1:])
     assert replaced.code == 0, replaced.stderr
     return output
 
 
 def test_a_second_incident_is_salvaged_into_a_new_folder(home: Path) -> None:
-    _quarantined_home(home)
+    quarantined_mid_write(home)
     first = _follow_the_doctor(home)
     assert first.exists()  # db replace leaves the salvaged source behind
 

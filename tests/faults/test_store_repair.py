@@ -21,12 +21,12 @@ import errno
 import fcntl
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from hermes_repo import StateStore, quarantine
+from hermes_repo import StateStore
 from hermes_repo.engine import create_store_engine
 from hermes_repo.holders import HolderLock, holders_path
 from hermes_repo.ops.repair import (
@@ -39,7 +39,7 @@ from hermes_repo.ops.repair import (
 from hermes_repo.ops.snapshots import list_snapshots
 from hermes_repo.schema import fts
 from hermes_repo.schema.fts_rebuild import BACKUP_LABEL as REBUILD_BACKUP_LABEL
-from tests.cli.conftest import Result, run_cli
+from tests.cli.conftest import run_cli_from_root
 from tests.support import damage
 from tests.support.faultinject import FaultInjector, endswith
 from tests.support.fts_checks import (
@@ -47,58 +47,25 @@ from tests.support.fts_checks import (
     MODULE,
     TERMS,
     canonical_like_ids,
-    copy_store,
     fts_match_ids,
     give_up_rebuild,
     read_state,
     ro_connect,
-    seed_store,
 )
 from tests.support.holding import held_by_another_process
+from tests.support.stores import store_digests
 from tests.support.transcripts import MALFORMED, seed
 
 SEED_TRIGGERS = ("messages_fts_insert", "messages_fts_update", "messages_fts_delete")
-
-
-@pytest.fixture(scope="module")
-def seeded(tmp_path_factory: pytest.TempPathFactory, template_home: Path) -> Path:
-    """A closed, checkpointed store with the search corpus (built once per module)."""
-    home = copy_store(template_home, tmp_path_factory.mktemp("repair-seeded") / "home")
-    seed_store(home)
-    return home
-
-
-@pytest.fixture
-def seeded_home(tmp_path: Path, seeded: Path) -> Iterator[Path]:
-    yield copy_store(seeded, tmp_path / "home")
-    quarantine._quarantined.clear()  # a quarantine lasts for the process
 
 
 def _db(home: Path) -> Path:
     return home / "state.db"
 
 
-def _files(home: Path) -> dict[str, str | None]:
-    """Digests of the store's own files; an empty ``-wal`` counts as no ``-wal``.
-
-    (A read-only reader of a WAL store creates an empty one where there is none; that
-    changes no content of the store.)
-    """
-    out = {}
-    for name in ("state.db", "state.db-wal"):
-        path = home / name
-        empty = path.exists() and path.stat().st_size == 0 and name != "state.db"
-        out[name] = None if empty else damage.file_digest(path)
-    return out
-
-
 def _canonical(db: Path) -> tuple[int, int]:
     state = read_state(db)
     return state.sessions, state.messages
-
-
-def _cli(*args: str | Path) -> Result:
-    return run_cli(*args, cwd=Path(os.sep))
 
 
 # -- stores that need a repair -------------------------------------------------------------
@@ -155,7 +122,7 @@ def test_repair_refuses_at_once_while_another_process_holds_the_store(
     seeded_home: Path, tmp_path: Path
 ) -> None:
     give_up_rebuild(seeded_home, RECIPES["averages-record"])  # a store that does need repair
-    before = _files(seeded_home)
+    before = store_digests(seeded_home)
 
     with held_by_another_process(seeded_home, tmp_path / "signals") as holder:
         with pytest.raises(RepairStoreHeldError) as info:
@@ -165,15 +132,15 @@ def test_repair_refuses_at_once_while_another_process_holds_the_store(
         assert f"pid {holder.pid}" in message
         assert "Stop every process using the store" in message
         assert f"hermes-repo --home {seeded_home} sessions repair" in message
-        assert _files(seeded_home) == before
+        assert store_digests(seeded_home) == before
 
         # --check-only writes nothing, so it runs while the gateway does.
         check = repair_store(seeded_home, check_only=True)
         assert check.damage == "index" and not check.ok
         assert [f.code for f in check.findings] == ["fts-stale", "store-held"]
-        assert _files(seeded_home) == before
+        assert store_digests(seeded_home) == before
 
-    assert _files(seeded_home) == before
+    assert store_digests(seeded_home) == before
     assert not list(seeded_home.glob(f"state.db.{BACKUP_LABEL}-*"))
     assert list_snapshots(seeded_home) == []
     assert read_state(_db(seeded_home)).detached
@@ -211,7 +178,7 @@ def test_sessions_repair_rebuilds_an_index_the_automatic_rebuild_gave_up_on(
     give_up_rebuild(seeded_home, RECIPES[recipe])
     sessions, messages = _canonical(db)
 
-    result = _cli("--home", seeded_home, "sessions", "repair", "--json")
+    result = run_cli_from_root("--home", seeded_home, "sessions", "repair", "--json")
 
     assert result.code == 0, result.stderr
     report = json.loads(result.stdout)
@@ -297,7 +264,7 @@ def test_verification_reports_lower_counts_as_a_failure(home: Path) -> None:
 
 def test_a_backup_that_fails_stops_the_repair_before_any_change(seeded_home: Path) -> None:
     give_up_rebuild(seeded_home, RECIPES["averages-record"])
-    before = _files(seeded_home)
+    before = store_digests(seeded_home)
 
     with FaultInjector(MODULE) as fi:
         rule = fi.fail("write", endswith(".bak"), errno.ENOSPC, count=None)
@@ -310,7 +277,7 @@ def test_a_backup_that_fails_stops_the_repair_before_any_change(seeded_home: Pat
         f"free space beside {_db(seeded_home)} (or fix the cause above), then run "
         f"`hermes-repo --home {seeded_home} sessions repair`"
     ]
-    assert _files(seeded_home) == before
+    assert store_digests(seeded_home) == before
     assert not list(seeded_home.glob("*.bak"))  # no half-written file passing for a backup
     assert read_state(_db(seeded_home)).detached
 
@@ -321,35 +288,35 @@ def test_a_backup_that_fails_stops_the_repair_before_any_change(seeded_home: Pat
 def test_damaged_canonical_table_is_not_repaired_in_place(seeded_home: Path) -> None:
     db = _db(seeded_home)
     damage.damage_first_leaf(db, "messages", module=MODULE)
-    before = _files(seeded_home)
+    before = store_digests(seeded_home)
 
-    result = _cli("--home", seeded_home, "sessions", "repair")
+    result = run_cli_from_root("--home", seeded_home, "sessions", "repair")
 
     assert result.code == 1, result.stdout
     [line] = result.error_lines
     assert line.startswith("error: ") and "not repaired in place" in line
     assert f"hermes-repo sessions recover --source {db} --inspect-only" in line
     assert f"hermes-repo sessions recover --source {db} --output" in line
-    assert _files(seeded_home) == before  # the live file keeps its bytes
+    assert store_digests(seeded_home) == before  # the live file keeps its bytes
     [backup] = seeded_home.glob(f"state.db.{BACKUP_LABEL}-*.bak")  # and the backup is kept
     assert str(backup) in line
     assert backup.stat().st_size == db.stat().st_size  # every page, damaged one included
     assert list_snapshots(seeded_home) == []  # no verified snapshot of a damaged file
     assert not (seeded_home / "state.db.fts-rebuild.json").exists()  # no rebuild tried
 
-    fixed = _cli("--home", seeded_home, "doctor", "--fix", "--json")
+    fixed = run_cli_from_root("--home", seeded_home, "doctor", "--fix", "--json")
     assert fixed.code == 1
     out = json.loads(fixed.stdout)
     assert out["repair"]["damage"] == "structural" and out["repair"]["ok"] is False
     assert any("--inspect-only" in step for step in out["repair"]["next_steps"])
     assert "file-damaged" in [f["code"] for f in out["findings"]]
-    assert _files(seeded_home) == before
+    assert store_digests(seeded_home) == before
 
 
 def test_not_a_database_is_reported_and_left_as_it_is(seeded_home: Path) -> None:
     db = _db(seeded_home)
     damage.write_notadb_header(db, module=MODULE)
-    before = _files(seeded_home)
+    before = store_digests(seeded_home)
 
     report = repair_store(seeded_home)
 
@@ -359,5 +326,5 @@ def test_not_a_database_is_reported_and_left_as_it_is(seeded_home: Path) -> None
     assert report.backup is None  # SQLite cannot read it, so neither can its backup API
     assert any("NOTADB" in note for note in report.notes)
     assert any("--inspect-only" in step for step in report.next_steps)
-    assert _files(seeded_home) == before
+    assert store_digests(seeded_home) == before
     assert not list(seeded_home.glob("*.bak"))

@@ -27,9 +27,10 @@ from hermes_repo.engine import select_driver
 from hermes_repo.ops.doctor import diagnose
 from hermes_repo.salvage import salvage
 from hermes_repo.salvage.pagescan import PageSource
-from hermes_repo.walcheck import saved_sets, wal_header_problem
+from hermes_repo.walcheck import saved_sets
 from tests.cli.conftest import run_cli
 from tests.support import damage
+from tests.support.stores import WAL_ONLY_MESSAGES, store_with_wal_only_session
 
 MODULE = select_driver().module
 pytestmark = pytest.mark.skipif(
@@ -37,44 +38,6 @@ pytestmark = pytest.mark.skipif(
     reason="a -wal exists only in WAL mode; the rollback-journal driver has none to damage",
 )
 ROOT = Path(__file__).resolve().parents[2]
-IN_WAL = 40
-
-
-def _store_with_wal_only_messages(home: Path) -> Path:
-    with StateStore.open(home) as store, store.unit_of_work() as uow:
-        uow.sessions.create(id="old")
-        uow.messages.append_many(
-            "old", [{"role": "user", "content": f"old {i}"} for i in range(30)]
-        )
-        uow.commit()
-    db = home / "state.db"
-    damage.checkpoint_and_close(db, module=MODULE)
-    script = textwrap.dedent(
-        f"""
-        import os
-        from hermes_repo import StateStore
-        store = StateStore.open({str(home)!r})
-        with store.unit_of_work() as uow:
-            uow.sessions.create(id="walonly")
-            uow.messages.append_many(
-                "walonly",
-                [{{"role": "user", "content": f"only in the wal {{i}}"}} for i in range({IN_WAL})],
-            )
-            uow.commit()
-        os._exit(0)  # no close: the commit lives only in the -wal
-        """
-    )
-    subprocess.run([sys.executable, "-c", script], cwd=ROOT, check=True, timeout=120)
-    wal = Path(f"{db}-wal")
-    assert wal.stat().st_size > 32 and wal_header_problem(wal) is None
-    return db
-
-
-def _zero_header(db: Path) -> Path:
-    wal = Path(f"{db}-wal")
-    with open(wal, "r+b") as f:
-        f.write(b"\0" * 32)
-    return wal
 
 
 def _salvaged_wal_messages(source: Path, out: Path) -> int:
@@ -89,8 +52,8 @@ def _salvaged_wal_messages(source: Path, out: Path) -> int:
 
 
 def test_doctor_reports_a_damaged_wal_header_and_saves_the_log(home: Path) -> None:
-    db = _store_with_wal_only_messages(home)
-    wal = _zero_header(db)
+    db = store_with_wal_only_session(home)
+    wal = damage.zero_wal_header(db)
     digest = damage.file_digest(wal)
 
     report = diagnose(home)
@@ -111,8 +74,8 @@ def test_doctor_reports_a_damaged_wal_header_and_saves_the_log(home: Path) -> No
 def test_open_saves_the_log_before_sqlite_discards_it_and_says_so(
     home: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    db = _store_with_wal_only_messages(home)
-    wal = _zero_header(db)
+    db = store_with_wal_only_session(home)
+    wal = damage.zero_wal_header(db)
     digest = damage.file_digest(wal)
 
     with caplog.at_level(logging.CRITICAL, logger="hermes_repo.walcheck"):
@@ -130,20 +93,20 @@ def test_open_saves_the_log_before_sqlite_discards_it_and_says_so(
     [saved] = saved_sets(db)
     assert damage.file_digest(saved) == digest
     saved_db = saved.with_name(saved.name[: -len("-wal")])
-    assert _salvaged_wal_messages(saved_db, tmp_path / "out" / "state.db") == IN_WAL
+    assert _salvaged_wal_messages(saved_db, tmp_path / "out" / "state.db") == WAL_ONLY_MESSAGES
 
     later = diagnose(home)  # after the open, the saved set is still a finding
     assert "wal-saved" in [f.code for f in later.findings]
 
 
 def test_the_page_scanner_reads_frames_whose_header_is_damaged(home: Path, tmp_path: Path) -> None:
-    db = _store_with_wal_only_messages(home)
+    db = store_with_wal_only_session(home)
     intact = PageSource(db, Path(f"{db}-wal"))
     try:
         frames = intact.wal.committed_frames
     finally:
         intact.close()
-    wal = _zero_header(db)
+    wal = damage.zero_wal_header(db)
     src = PageSource(db, wal)
     try:
         assert src.wal.header_damaged == "bad WAL magic number"
@@ -154,12 +117,15 @@ def test_the_page_scanner_reads_frames_whose_header_is_damaged(home: Path, tmp_p
     copy.mkdir()
     shutil.copyfile(db, copy / "state.db")
     shutil.copyfile(wal, copy / "state.db-wal")
-    assert _salvaged_wal_messages(copy / "state.db", tmp_path / "out" / "state.db") == IN_WAL
+    assert (
+        _salvaged_wal_messages(copy / "state.db", tmp_path / "out" / "state.db")
+        == WAL_ONLY_MESSAGES
+    )
 
 
 def test_db_commands_save_the_log_before_their_own_open(home: Path) -> None:
-    db = _store_with_wal_only_messages(home)
-    wal = _zero_header(db)
+    db = store_with_wal_only_session(home)
+    wal = damage.zero_wal_header(db)
     digest = damage.file_digest(wal)
 
     result = run_cli("--home", home, "db", "current", cwd=Path(os.sep))
@@ -174,8 +140,8 @@ def test_a_log_that_cannot_be_saved_stops_the_open_instead_of_being_discarded(
     home: Path,
 ) -> None:
     """The copy fails for real: the opening process may write no file past 8 KiB."""
-    db = _store_with_wal_only_messages(home)
-    wal = _zero_header(db)
+    db = store_with_wal_only_session(home)
+    wal = damage.zero_wal_header(db)
     assert wal.stat().st_size > 8192
     digest = damage.file_digest(wal)
     script = textwrap.dedent(

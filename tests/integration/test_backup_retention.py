@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from hermes_repo import StateStore
 from hermes_repo.engine import select_driver
 from hermes_repo.ops.repair import repair_store
 from hermes_repo.ops.snapshots import (
@@ -28,43 +27,27 @@ from hermes_repo.schema.backup import (
     read_only_engine,
     timestamped_backup,
 )
-from tests.cli.conftest import Result, run_cli
+from tests.cli.conftest import run_cli_from_root
 from tests.support import damage
+from tests.support.stores import fill_session
 
 MODULE = select_driver().module
 
 
-def _cli(*args: str | Path) -> Result:
-    return run_cli(*args, cwd=Path(os.sep))
-
-
-def _filled(home: Path) -> None:
-    with StateStore.open(home) as store, store.unit_of_work() as uow:
-        uow.sessions.create(id="s")
-        uow.messages.append_many(
-            "s",
-            [
-                {"role": "user" if i % 2 == 0 else "assistant", "content": f"m {i}"}
-                for i in range(20)
-            ],
-        )
-        uow.commit()
-
-
 def test_repairs_of_a_healthy_store_take_no_backup_and_no_snapshot(home: Path) -> None:
-    _filled(home)
+    fill_session(home, "s", 20, "m")
     for _ in range(12):
         report = repair_store(home)
         assert report.ok and report.backup is None and report.snapshot is None
         assert report.verified
-    fixed = _cli("--home", home, "doctor", "--fix")
+    fixed = run_cli_from_root("--home", home, "doctor", "--fix")
     assert fixed.code == 0, fixed.stdout + fixed.stderr
     assert list(home.glob("*.bak")) == []
     assert list_snapshots(home) == []
 
 
 def test_a_repair_that_changes_something_still_backs_up_first(home: Path) -> None:
-    _filled(home)
+    fill_session(home, "s", 20, "m")
     damage.checkpoint_and_close(home / "state.db", module=MODULE)
     con = MODULE.connect(str(home / "state.db"), isolation_level=None)
     try:
@@ -77,7 +60,7 @@ def test_a_repair_that_changes_something_still_backs_up_first(home: Path) -> Non
 
 
 def test_automatic_snapshots_never_push_out_an_operators_snapshot(home: Path) -> None:
-    _filled(home)
+    fill_session(home, "s", 20, "m")
     mine = create_snapshot(home, label="before the migration of the gateway")
     for _ in range(AUTO_KEEP + 3):
         snapshot_before(home, "pre-repair")
@@ -94,13 +77,13 @@ def test_automatic_snapshots_never_push_out_an_operators_snapshot(home: Path) ->
     assert {s.id for s in snaps if s.origin == "automatic"} == automatic
     assert [s.label for s in snaps if s.origin == "operator"] == ["nightly 2", "nightly 1"]
 
-    listing = _cli("--home", home, "snapshot", "list")
+    listing = run_cli_from_root("--home", home, "snapshot", "list")
     assert listing.code == 0
     assert "operator  nightly 2" in listing.stdout and "automatic  pre-repair" in listing.stdout
 
 
 def test_backups_have_their_own_retention(home: Path) -> None:
-    _filled(home)
+    fill_session(home, "s", 20, "m")
     db = home / "state.db"
     engine = read_only_engine(db, select_driver())
     try:
@@ -116,7 +99,7 @@ def test_backups_have_their_own_retention(home: Path) -> None:
 
 
 def test_free_space_is_checked_before_a_backup(home: Path) -> None:
-    _filled(home)
+    fill_session(home, "s", 20, "m")
     db = home / "state.db"
     damage.checkpoint_and_close(db, module=MODULE)
     # The file grows (sparse) past the disk's free space; SQLite ignores the tail, so

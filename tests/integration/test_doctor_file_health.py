@@ -4,13 +4,12 @@ files, snapshots, holders), on real files, writing nothing."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TypeVar
 
 import pytest
 
-from hermes_repo import StateStore, WriteFailedError, quarantine
+from hermes_repo import StateStore, WriteFailedError
 from hermes_repo.ops.doctor import (
     DoctorReport,
     HeaderFacts,
@@ -24,22 +23,8 @@ from hermes_repo.ops.doctor import (
 from hermes_repo.ops.snapshots import create_snapshot
 from hermes_repo.transcript import spool
 from tests.support import damage
-from tests.support.fts_checks import MODULE, SEED_SESSION, copy_store, seed_store
+from tests.support.fts_checks import MODULE, SEED_SESSION
 from tests.support.holding import held_by_another_process
-
-
-@pytest.fixture(scope="module")
-def seeded(tmp_path_factory: pytest.TempPathFactory, template_home: Path) -> Path:
-    home = copy_store(template_home, tmp_path_factory.mktemp("health-seeded") / "home")
-    seed_store(home)
-    return home
-
-
-@pytest.fixture
-def seeded_home(tmp_path: Path, seeded: Path) -> Iterator[Path]:
-    yield copy_store(seeded, tmp_path / "home")
-    quarantine._quarantined.clear()
-
 
 T = TypeVar("T")
 

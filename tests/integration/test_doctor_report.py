@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from hermes_repo import StateStore, quarantine
+from hermes_repo import StateStore
 from hermes_repo.engine import select_driver
 from hermes_repo.ops.doctor import (
     CheckResult,
@@ -25,26 +25,12 @@ from tests.support.fts_checks import (
     MODULE,
     SEED_ROWS,
     SEED_SESSION,
-    copy_store,
     read_state,
-    seed_store,
 )
 from tests.support.holding import held_by_another_process
+from tests.support.stores import copy_store
 
 REPAIR = REPAIR_COMMAND.removeprefix("hermes-repo ")
-
-
-@pytest.fixture(scope="module")
-def seeded(tmp_path_factory: pytest.TempPathFactory, template_home: Path) -> Path:
-    home = copy_store(template_home, tmp_path_factory.mktemp("doctor-seeded") / "home")
-    seed_store(home)
-    return home
-
-
-@pytest.fixture
-def seeded_home(tmp_path: Path, seeded: Path) -> Iterator[Path]:
-    yield copy_store(seeded, tmp_path / "home")
-    quarantine._quarantined.clear()
 
 
 EMPTY_DIGEST = damage.file_digest(Path("/dev/null"))
@@ -207,13 +193,15 @@ def test_old_sqlite_reports_wal_risk_and_skips_the_read_only_fts_check(
 
 
 @pytest.mark.parametrize("state", ["missing", "empty", "unknown-revision"])
-def test_store_that_cannot_be_opened_is_a_finding(tmp_path: Path, seeded: Path, state: str) -> None:
+def test_store_that_cannot_be_opened_is_a_finding(
+    tmp_path: Path, seeded_template: Path, state: str
+) -> None:
     home = tmp_path / "home"
     home.mkdir()
     if state == "empty":
         (home / "state.db").touch()
     elif state == "unknown-revision":
-        copy_store(seeded, home)
+        copy_store(seeded_template, home)
         con = sqlite3.connect(home / "state.db")
         con.execute("UPDATE alembic_version SET version_num = 'from_the_future'")
         con.commit()

@@ -3,25 +3,17 @@ say: reported and kept, never silently dropped or written as invalid JSON."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 from hermes_repo import StateStore
 from hermes_repo.transcript import spool
 from tests.support.spooling import stored
+from tests.support.strict_json import strict_json
 
 
 def _rejected_lines(home: Path, sid: str) -> list[bytes]:
     path = spool.sessions_dir(home) / spool.pending_name(sid, spool.REJECTED_SUFFIX)
     return path.read_bytes().splitlines()
-
-
-def _strict(line: bytes) -> Any:
-    def refuse(token: str) -> Any:
-        raise ValueError(f"not JSON: {token}")
-
-    return json.loads(line, parse_constant=refuse)
 
 
 def test_a_different_message_reusing_a_uid_in_one_flush_is_rejected_and_kept(
@@ -35,7 +27,7 @@ def test_a_different_message_reusing_a_uid_in_one_flush_is_rejected_and_kept(
     assert "u1" in result.rejections[0].reason and "own uid" in result.rejections[0].reason
     assert result.rejected_uids == ("u1",)
     assert [r["content"] for r in stored(home, "w")] == ["first", "third"]
-    (kept,) = [_strict(line) for line in _rejected_lines(home, "w")]
+    (kept,) = [strict_json(line) for line in _rejected_lines(home, "w")]
     assert kept["message"]["content"] == "second, same uid"
 
 
@@ -56,7 +48,7 @@ def test_rejected_jsonl_writes_nan_and_infinities_as_repr_values(
     bad = {"role": "user", "content": "c", "timestamp": float("nan"), "extra": [float("-inf")]}
     result = writer.flush([bad])
     assert result.rejected == 1
-    (kept,) = [_strict(line) for line in _rejected_lines(home, "w")]
+    (kept,) = [strict_json(line) for line in _rejected_lines(home, "w")]
     assert kept["message"]["timestamp"] == {"__repr__": "nan"}
     assert kept["message"]["extra"] == [{"__repr__": "-inf"}]
     assert kept["message"]["content"] == "c"

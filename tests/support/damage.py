@@ -58,6 +58,7 @@ __all__ = [
     "page_size",
     "root_page",
     "write_notadb_header",
+    "zero_wal_header",
 ]
 
 # The store's own SQLite by default: a second copy in this process would not see the
@@ -448,3 +449,14 @@ def write_notadb_header(path: StrPath, *, module: ModuleType = DRIVER) -> None:
         f.write(NOTADB_HEADER)
         f.flush()
         os.fsync(f.fileno())
+
+
+def zero_wal_header(db: StrPath) -> Path:
+    """Zero the 32-byte header of ``db``'s ``-wal`` (its frames stay); returns the ``-wal``.
+
+    SQLite then reads the log as empty although it holds committed frames.
+    """
+    wal = Path(f"{db}-wal")
+    with open(wal, "r+b") as f:
+        f.write(b"\0" * 32)
+    return wal

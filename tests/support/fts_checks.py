@@ -14,7 +14,6 @@ what is on disk, not what a store object believes.
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -39,7 +38,6 @@ __all__ = [
     "WORDS",
     "DiskState",
     "canonical_like_ids",
-    "copy_store",
     "corpus_message",
     "detach_index",
     "fts_match_ids",
@@ -103,14 +101,6 @@ def seed_store(home: Path, rows: int = SEED_ROWS) -> None:
         uow.messages.append_many(SEED_SESSION, [corpus_message(i) for i in range(rows)])
         uow.commit()
     damage.checkpoint_and_close(home / "state.db", module=MODULE)
-
-
-def copy_store(src: Path, dest: Path) -> Path:
-    """Copy a closed, checkpointed store folder's ``state.db`` into ``dest`` (0700)."""
-    dest.mkdir(mode=0o700, parents=True, exist_ok=True)
-    shutil.copyfile(src / "state.db", dest / "state.db")
-    (dest / "state.db").chmod(0o600)
-    return dest
 
 
 @contextmanager

@@ -9,6 +9,7 @@ passes, so a failed test never leaves it behind).
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -22,6 +23,7 @@ __all__ = [
     "held_alone_by_another_process",
     "held_by_another_process",
     "locked_by_another_process",
+    "opened_by_plain_sqlite",
 ]
 
 _HOLDER = textwrap.dedent(
@@ -68,15 +70,20 @@ def signalled_process(
             time.sleep(0.01)
         yield proc
     finally:
-        stop.touch()
-        try:
-            proc.wait(timeout=stop_wait_s)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            if proc.stderr is not None:
-                proc.stderr.close()
+        _stop_and_reap(proc, stop, stop_wait_s)
+
+
+def _stop_and_reap(proc: subprocess.Popen[bytes], stop: Path, wait_s: float) -> None:
+    """Create ``stop``, give the process ``wait_s`` to end, then kill and reap it."""
+    stop.touch()
+    try:
+        proc.wait(timeout=wait_s)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stderr is not None:
+            proc.stderr.close()
 
 
 @contextmanager
@@ -157,8 +164,6 @@ def locked_by_another_process(
     The file is switched to a rollback journal first. ``driver`` (``stdlib`` or
     ``pysqlite3``) is the SQLite the subprocess uses: its own copy, in its own process.
     """
-    import os
-
     signals.mkdir(parents=True, exist_ok=True)
     for name in ("locker.stop", "locker.holds"):
         (signals / name).unlink(missing_ok=True)
@@ -171,15 +176,7 @@ def locked_by_another_process(
     try:
         yield LockingProcess(proc, signals)
     finally:
-        (signals / "locker.stop").touch()
-        try:
-            proc.wait(timeout=30)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            if proc.stderr is not None:
-                proc.stderr.close()
+        _stop_and_reap(proc, signals / "locker.stop", 30)
 
 
 _ALONE = textwrap.dedent(
@@ -206,5 +203,33 @@ def held_alone_by_another_process(
     ready, stop = signals / "alone.ready", signals / "alone.stop"
     with signalled_process(
         _ALONE, [str(db_path), str(ready), str(stop)], ready, stop, "the exclusive holder"
+    ) as proc:
+        yield proc
+
+
+_PLAIN = textwrap.dedent(
+    """
+    import pathlib, sys, time
+    from hermes_repo.engine import select_driver
+
+    db, ready, stop = sys.argv[1], pathlib.Path(sys.argv[2]), pathlib.Path(sys.argv[3])
+    con = select_driver().module.connect(db)
+    con.execute("SELECT count(*) FROM sessions").fetchone()
+    ready.touch()
+    deadline = time.monotonic() + 60
+    while not stop.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    con.close()
+    """
+)
+
+
+@contextmanager
+def opened_by_plain_sqlite(db_path: Path, signals: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """Yield a subprocess with a plain SQLite connection on ``db_path`` (a program that
+    does not use this library: a shell, a script), after one read, until the block ends."""
+    ready, stop = signals / "plain.ready", signals / "plain.stop"
+    with signalled_process(
+        _PLAIN, [str(db_path), str(ready), str(stop)], ready, stop, "the plain SQLite process"
     ) as proc:
         yield proc

@@ -8,6 +8,8 @@ every wall-clock upper bound flaky, and the benchmarks are where speed is measur
 * :func:`count_busy_handler_calls` installs a counting busy handler on a DB-API
   connection (ctypes, on the proved C handle): it shows whether SQLite waited on a
   lock at all, where a timing would only suggest it.
+* :func:`extended_code` reads ``sqlite3_extended_errcode`` of a DB-API connection
+  (pysqlite3 reports BUSY_SNAPSHOT, 517, as plain BUSY, 5).
 """
 
 from __future__ import annotations
@@ -24,7 +26,13 @@ import pytest
 
 from hermes_repo import sqlite_capi
 
-__all__ = ["RETRY_LOGGER", "count_busy_handler_calls", "retries", "watching_retries"]
+__all__ = [
+    "RETRY_LOGGER",
+    "count_busy_handler_calls",
+    "extended_code",
+    "retries",
+    "watching_retries",
+]
 
 RETRY_LOGGER = "hermes_repo.retry"
 _RETRY_MESSAGE = "transient write failure (attempt %d), retrying: %s"
@@ -50,13 +58,27 @@ _BUSY_HANDLER = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int)
 _keep: list[Any] = []  # the C callbacks must outlive the connections they are set on
 
 
-def count_busy_handler_calls(module: ModuleType, dbapi_conn: Any, db: Path) -> list[int]:
-    """Replace the connection's busy timeout by a handler that gives up at once and
-    records each call; returns the list it appends to (empty: SQLite never waited)."""
+def _c_handle(module: ModuleType, dbapi_conn: Any, db: Path) -> tuple[Any, int]:
+    """The driver's SQLite library and the connection's proved C handle."""
     lib = sqlite_capi._library(module)
     assert lib is not None, "the driver's SQLite library is not reachable through ctypes"
     handle = sqlite_capi._handle(lib, dbapi_conn, db)
     assert handle is not None, "the connection's C handle could not be proved"
+    return lib, handle
+
+
+def extended_code(module: ModuleType, dbapi_conn: Any, db: Path) -> int:
+    """``sqlite3_extended_errcode`` of a DB-API connection (pysqlite3 reports 517 as 5)."""
+    lib, handle = _c_handle(module, dbapi_conn, db)
+    lib.sqlite3_extended_errcode.restype = ctypes.c_int
+    lib.sqlite3_extended_errcode.argtypes = [ctypes.c_void_p]
+    return int(lib.sqlite3_extended_errcode(handle))
+
+
+def count_busy_handler_calls(module: ModuleType, dbapi_conn: Any, db: Path) -> list[int]:
+    """Replace the connection's busy timeout by a handler that gives up at once and
+    records each call; returns the list it appends to (empty: SQLite never waited)."""
+    lib, handle = _c_handle(module, dbapi_conn, db)
     calls: list[int] = []
 
     def handler(_arg: Any, count: int) -> int:

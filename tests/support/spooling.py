@@ -19,16 +19,32 @@ __all__ = [
     "FTS_INDEXES",
     "MODULE",
     "check_store",
+    "convo",
     "fts_integrity_errors",
     "on_store_connections",
     "pending_files",
     "raw",
     "stored",
+    "uids",
     "write_spool",
 ]
 
 MODULE = select_driver().module
 FTS_INDEXES = ("messages_fts", "messages_fts_trigram")
+
+
+def convo(n: int, start: int = 0, size: int = 20) -> list[dict[str, Any]]:
+    """Messages ``start`` .. ``start + n - 1`` of a conversation: alternating user and
+    assistant turns of ``size`` padding characters."""
+    return [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"m{i} " + "x" * size}
+        for i in range(start, start + n)
+    ]
+
+
+def uids(messages: list[dict[str, Any]]) -> list[str]:
+    """The ``uid`` a flush stamped on each message, in order."""
+    return [m["uid"] for m in messages]
 
 
 def raw(home: Path, *, timeout: float = 0.0) -> Any:
