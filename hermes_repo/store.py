@@ -4,40 +4,32 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import DBAPIError
 
 from . import engine as engine_mod
-from . import quarantine, walcheck
+from . import opening, quarantine, walcheck
 from .database import Database
 from .engine import Driver, DriverName, create_store_engine, db_path_for_home
 from .errors import (
-    DatabaseBusyError,
-    HermesRepoError,
     ImportSourceError,
-    SchemaMismatchError,
     StateDbCorruptError,
-    describe,
 )
+from .health import StoreHealth, journal_notes, store_health
 from .hermes_import import HermesImportReport, import_hermes_db
-from .holders import HolderLock, StoreHeldError
+from .holders import HolderLock
 from .ids import check_session_id
 from .repositories import MessageRepository, SearchHit
 from .retry import RetryPolicy, run_with_retry
-from .schema import fts, migrate
-from .schema.fts_rebuild import RebuildOutcome, guarded_rebuild
-from .sqlite_copies import two_copies_notes
+from .schema.fts_rebuild import RebuildOutcome
 from .transcript.reconcile import reconcile_session
 from .transcript.replay import ReplayReport, replay_pending
-from .transcript.spool import list_pending
 from .transcript.writer import TranscriptWriter
 from .transfer import (
     ImportProgress,
@@ -61,73 +53,6 @@ class Conversation:
 
     messages: list[dict[str, Any]]
     repairs: int = 0
-
-
-@dataclass(frozen=True)
-class StoreHealth:
-    """What an operator (or a health endpoint) needs to know about a store."""
-
-    path: str
-    driver: str
-    sqlite_version: str
-    sqlite_has_wal_fix: bool
-    journal_mode: str
-    revision: str | None
-    head: str
-    counts: dict[str, int]
-    fts_stale: bool = False
-    quarantined: bool = False
-    pending_files: int = 0  # sessions/*.pending.jsonl waiting for recovery
-    pending_records: int = 0  # usable records in them
-    oldest_pending_age_s: float | None = None  # age of the oldest pending record
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def at_head(self) -> bool:
-        return self.revision == self.head
-
-
-def journal_notes(driver: Driver, file_mode: str) -> list[str]:
-    """What an operator must know about the file's journal mode and this SQLite.
-
-    The journal mode is a property of the file, shared by every process that opens it.
-    A store switches it to what its SQLite wants (WAL with the WAL-reset fix, a rollback
-    journal without it) only while it holds the store alone; otherwise the file keeps
-    the mode the first process gave it, and these notes say so with the risk and the fix.
-    """
-    version = driver.sqlite_version
-    if not driver.has_wal_reset_fix and file_mode == "wal" and driver.journal_mode == "WAL":
-        return [
-            f"the store file uses journal_mode=WAL on SQLite {version}, which predates the "
-            "WAL-reset fix (3.51.3): concurrent writes and checkpoints can corrupt it. "
-            "HERMES_REPO_JOURNAL_MODE=WAL asks for it; unset it (the store then uses a "
-            "rollback journal) or install pysqlite3"
-        ]
-    if not driver.has_wal_reset_fix and file_mode == "wal":
-        return [
-            f"the store file uses journal_mode=WAL, but this process's SQLite {version} "
-            "predates the WAL-reset fix (3.51.3): its writes and checkpoints can corrupt "
-            "the store while other processes use it. The file stays in WAL because another "
-            "process (with a fixed SQLite) has it open and switching needs the store to "
-            "itself. Install pysqlite3 (`pip install pysqlite3`), or stop every other "
-            "process using the store and open it again: alone, this process switches the "
-            "file to journal_mode=DELETE"
-        ]
-    if not driver.has_wal_reset_fix:
-        return [
-            f"SQLite {version} predates the WAL-reset fix (3.51.3); the store file uses "
-            f"journal_mode={file_mode.upper()}, which avoids the bug (slower concurrent "
-            "writes). Install pysqlite3 for a fixed SQLite and WAL"
-        ]
-    if file_mode != driver.journal_mode.lower():
-        return [
-            f"the store file uses journal_mode={file_mode.upper()}, not "
-            f"{driver.journal_mode}: another process had the store open when this one "
-            "opened it (perhaps one whose SQLite lacks the WAL-reset fix), and the mode is "
-            "switched only by a process that has the store to itself; it switches at such "
-            "an open"
-        ]
-    return []
 
 
 class StateStore:
@@ -223,20 +148,20 @@ class StateStore:
             # this registration and succeeds only if no other process holds the store.
             # An exclusive operation may run for long (a repair rebuilds the index): the
             # wait for it is bounded by the same budget as a write.
-            cls._register(holder, db_path, policy.budget_s)
+            opening.register_holder(holder, db_path, policy.budget_s)
             # Another process may hold the write lock right now (a rollback journal
             # blocks readers too): the schema check and the read of the FTS marker
             # after it are replayed whole, like any unit, within the budget.
-            stale = run_with_retry(lambda: cls._prepare(database, upgrade=upgrade), policy)
+            stale = run_with_retry(lambda: opening.prepare(database, upgrade=upgrade), policy)
             outcome = (
                 RebuildOutcome(ran=False, ok=True, reason="FTS is live; nothing to rebuild")
                 if not stale
-                else cls._rebuild_at_open(engine, db_path, holder)
+                else opening.rebuild_at_open(engine, db_path, holder)
             )
             if not outcome.ok:
                 log.warning("full-text index is detached: %s", outcome.reason)
             if not drv.has_wal_reset_fix:
-                mode = run_with_retry(lambda: cls._file_journal_mode(database), policy)
+                mode = run_with_retry(lambda: opening.file_journal_mode(database), policy)
                 if mode == "wal":  # the risky case; a rollback journal is the design
                     for note in journal_notes(drv, mode):
                         log.warning("%s", note)
@@ -257,86 +182,6 @@ class StateStore:
         if recover:
             store._recover_at_open()
         return store
-
-    @staticmethod
-    def _register(holder: HolderLock, db_path: Path, budget_s: float) -> None:
-        start = time.monotonic()
-        try:
-            holder.acquire_shared(timeout_s=budget_s)
-        except StoreHeldError as exc:
-            elapsed = time.monotonic() - start
-            raise DatabaseBusyError(
-                f"opening {db_path} waited {elapsed:.1f} s (the {budget_s:g} s budget): "
-                f"{exc.holders_text} the store to itself (a repair, restore or index "
-                "rebuild); let it finish and open again, or raise write_budget_s",
-                elapsed_s=elapsed,
-            ) from exc
-
-    @classmethod
-    def _prepare(cls, database: Database, *, upgrade: bool) -> bool:
-        """Bring the schema to head; True when the FTS index is marked stale."""
-        cls._ensure_schema(database, upgrade=upgrade)
-        try:
-            with database.engine.connect() as conn:
-                return fts.stale_marker(conn) is not None
-        except DBAPIError as exc:
-            raise database.failure(exc, action=f"opening {database.path}").error from exc
-
-    @staticmethod
-    def _file_journal_mode(database: Database) -> str:
-        try:
-            with database.engine.connect() as conn:
-                return str(conn.exec_driver_sql("PRAGMA journal_mode").scalar_one()).lower()
-        except DBAPIError as exc:
-            raise database.failure(exc, action=f"opening {database.path}").error from exc
-
-    @staticmethod
-    def _rebuild_at_open(engine: Engine, db_path: Path, holder: HolderLock) -> RebuildOutcome:
-        try:
-            return guarded_rebuild(engine, db_path, holder, automatic=True)
-        except (DBAPIError, HermesRepoError) as exc:
-            # The rebuild's own reads (before its guarded section) met a lock or damage:
-            # the index stays detached, which every path already handles; the open goes on
-            # (a damaged file was quarantined by the engine events and says so itself).
-            if isinstance(exc, StateDbCorruptError):
-                raise
-            why = describe(exc) if isinstance(exc, DBAPIError) else str(exc)
-            return RebuildOutcome(
-                ran=False, ok=False, reason=f"FTS rebuild postponed: {why}; it runs at a later open"
-            )
-
-    @staticmethod
-    def _ensure_schema(database: Database, *, upgrade: bool) -> None:
-        engine, db_path = database.engine, database.path
-        try:
-            with engine.connect() as conn:
-                schema = migrate.schema_status(conn)
-        except DBAPIError as exc:
-            raise database.failure(exc, action=f"opening {db_path}").error from exc
-        current, head = schema.revision, schema.head
-        if schema.status == "at-head":
-            return
-        if schema.status == "empty":
-            migrate.upgrade(engine)
-            return
-        if schema.status in ("damaged", "unversioned"):
-            raise SchemaMismatchError(migrate.damaged_schema_fix(db_path, schema))
-        if schema.status == "foreign":
-            raise SchemaMismatchError(
-                f"{db_path} holds tables but no hermes_repo schema revision; it is not a "
-                "hermes_repo store. Point --home / HERMES_HOME at another folder"
-            )
-        if schema.status == "ahead":
-            raise SchemaMismatchError(
-                f"{db_path} is at schema revision {current}, newer than this version of "
-                f"hermes_repo knows (head {head}); upgrade the hermes_repo package"
-            )
-        if not upgrade:
-            raise SchemaMismatchError(
-                f"{db_path} is at schema revision {current}, behind this code (head {head}); "
-                f"run `hermes-repo --home {db_path.parent} db upgrade` (it backs up first)"
-            )
-        migrate.upgrade(engine)
 
     @property
     def engine(self) -> Engine:
@@ -529,60 +374,9 @@ class StateStore:
             include_inactive=include_inactive,
         )
 
-    def _pending_health(self) -> dict[str, Any]:
-        now = time.time()
-        files = list_pending(self.home)
-        ages = [a for f in files if (a := f.age_s(now)) is not None]
-        return {
-            "pending_files": len(files),
-            "pending_records": sum(f.records for f in files),
-            "oldest_pending_age_s": max(ages) if ages else None,
-        }
-
     def health(self) -> StoreHealth:
         """A snapshot of the store's state; never writes."""
-
-        def probe(conn: Connection) -> tuple[str | None, str, dict[str, int]]:
-            mode = str(conn.exec_driver_sql("PRAGMA journal_mode").scalar_one())
-            counts = {
-                "sessions": int(conn.execute(text("SELECT count(*) FROM sessions")).scalar_one()),
-                "messages": int(conn.execute(text("SELECT count(*) FROM messages")).scalar_one()),
-                "active_messages": int(
-                    conn.execute(
-                        text("SELECT count(*) FROM messages WHERE active = 1")
-                    ).scalar_one()
-                ),
-            }
-            return migrate.current_revision(conn), mode, counts
-
-        notes = []
-        info = self.database.guard.info
-        if info is not None:
-            notes.append(info.message())
-        try:
-            revision, mode, counts = self.read(probe)
-            stale = self.read(fts.stale_marker)
-        except HermesRepoError as exc:
-            # A damaged file may refuse even these reads; health still answers.
-            revision, mode, counts, stale = None, "unknown", {}, None
-            notes.append(f"could not read the store: {exc}")
-        notes.extend(walcheck.notes(self.path))
-        notes.extend(journal_notes(self.driver, mode.lower()))
-        notes.extend(two_copies_notes(self.driver, self.path))
-        return StoreHealth(
-            path=str(self.path),
-            driver=self.driver.name,
-            sqlite_version=self.driver.sqlite_version,
-            sqlite_has_wal_fix=self.driver.has_wal_reset_fix,
-            journal_mode=mode.lower(),
-            revision=revision,
-            head=migrate.head_revision(),
-            counts=counts,
-            fts_stale=stale is not None,
-            quarantined=info is not None,
-            **self._pending_health(),
-            notes=notes,
-        )
+        return store_health(self.database)
 
     # -- sessions, import and export: the library API of hermes_repo.transfer -------------
 
