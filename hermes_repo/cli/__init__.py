@@ -21,6 +21,7 @@ import click
 from alembic.util.exc import CommandError as AlembicCommandError
 from sqlalchemy.exc import DBAPIError
 
+from .. import __version__
 from ..engine import select_driver
 from ..errors import HermesRepoError, translate
 from ._output import CliError
@@ -112,8 +113,6 @@ class _HermesGroup(click.Group):
 def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     if not value or ctx.resilient_parsing:
         return
-    from .. import __version__
-
     try:
         driver = select_driver()
     except HermesRepoError as exc:

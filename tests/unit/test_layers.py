@@ -1,0 +1,185 @@
+"""The package's import graph: one way down, no cycles, no imports hidden in functions.
+
+Read from the source with ``ast`` (nothing is imported), so a new arrow that runs up a
+layer or closes a circle fails here with the modules named, before it shows up as an
+import-order bug.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import hermes_repo
+
+ROOT = Path(hermes_repo.__file__).parent
+
+# (importer prefix, imported prefix): arrows that would run up a layer.
+FORBIDDEN = [
+    ("hermes_repo.transcript", "hermes_repo.store"),
+    ("hermes_repo.transfer", "hermes_repo.store"),
+    ("hermes_repo.hermes_import", "hermes_repo.store"),
+    ("hermes_repo.store", "hermes_repo.ops"),
+    ("hermes_repo.store", "hermes_repo.cli"),
+    ("hermes_repo.ops", "hermes_repo.cli"),
+    ("hermes_repo.salvage", "hermes_repo.cli"),
+    ("hermes_repo.salvage", "hermes_repo.ops"),
+]
+# The write core and everything below it never reach the layers above.
+CORE = (
+    "hermes_repo.database",
+    "hermes_repo.uow",
+    "hermes_repo.repositories",
+    "hermes_repo.retry",
+    "hermes_repo.quarantine",
+    "hermes_repo.schema",
+    "hermes_repo.engine",
+    "hermes_repo.errors",
+    "hermes_repo.codec",
+)
+ABOVE_CORE = (
+    "hermes_repo.store",
+    "hermes_repo.transcript",
+    "hermes_repo.transfer",
+    "hermes_repo.ops",
+    "hermes_repo.salvage",
+    "hermes_repo.cli",
+)
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in ROOT.rglob("*.py")}
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _runtime_imports(tree: ast.Module) -> list[ast.ImportFrom | ast.Import]:
+    """Imports run when the module loads (``if TYPE_CHECKING:`` blocks left out)."""
+    found: list[ast.ImportFrom | ast.Import] = []
+
+    def walk(body: list[ast.stmt]) -> None:
+        for stmt in body:
+            if isinstance(stmt, ast.Import | ast.ImportFrom):
+                found.append(stmt)
+            elif isinstance(stmt, ast.If) and not _is_type_checking(stmt):
+                walk(stmt.body)
+                walk(stmt.orelse)
+            elif isinstance(stmt, ast.Try):
+                walk(stmt.body)
+                for handler in stmt.handlers:
+                    walk(handler.body)
+
+    walk(tree.body)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    mods = _modules()
+    edges: dict[str, set[str]] = {}
+    for name, path in mods.items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        deps: set[str] = set()
+        for node in _runtime_imports(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                deps.update(a.name for a in node.names if a.name in mods)
+                continue
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            subs = {f"{target}.{a.name}" for a in node.names} & mods.keys()
+            deps |= subs
+            if len(subs) < len(node.names) and target in mods:
+                deps.add(target)
+        edges[name] = deps - {name}
+    return edges
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_graph_sees_the_arrows_it_should() -> None:
+    edges = _graph()
+    assert "hermes_repo.database" in edges["hermes_repo.store"]
+    assert "hermes_repo.database" in edges["hermes_repo.transcript.writer"]
+
+
+def test_no_import_cycle() -> None:
+    assert _cycles(_graph()) == []
+
+
+def test_no_import_runs_up_a_layer() -> None:
+    edges = _graph()
+    upward = [
+        (a, b)
+        for a, deps in edges.items()
+        for b in deps
+        if any(a.startswith(lo) and b.startswith(hi) for lo, hi in FORBIDDEN)
+        or (a.startswith(CORE) and b.startswith(ABOVE_CORE))
+    ]
+    assert upward == []
+
+
+def _names(node: ast.Import | ast.ImportFrom) -> list[str]:
+    if isinstance(node, ast.ImportFrom):
+        return [node.module or ""]
+    return [a.name for a in node.names]
+
+
+def test_no_import_is_hidden_inside_a_function() -> None:
+    hidden = []
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                hidden += [
+                    f"{name}:{inner.lineno}"
+                    for inner in ast.walk(node)
+                    if (isinstance(inner, ast.ImportFrom) and inner.level)
+                    or (
+                        isinstance(inner, ast.Import | ast.ImportFrom)
+                        and _names(inner)[0].startswith("hermes_repo")
+                    )
+                ]
+    assert hidden == []
