@@ -1,19 +1,19 @@
-"""Spool recovery (``store.recover_pending``) vs raw DB-API, by spool size.
+"""Spool replay (``store.recover_pending``) vs raw DB-API, by spool size.
 
 One session already holds 100k messages (``--quick``: 10k). For each spool size (10k,
 50k, 100k records; ``--quick``: 1k, 5k, 10k) a fresh copy of that store gets a
-``<sid>.pending.jsonl`` of new wrapped records with uids, and one recovery replays it.
+``<sid>.pending.jsonl`` of new wrapped records with uids, and one replay puts it back.
 Two more cases at the largest size: the same spool recovered again after its rows are
 committed (a crash before the delete: everything is a duplicate), and records without
 uid (the seed's overlap search against the stored tail).
 
-The raw side does what recovery must at least do, on a copy of the same store: read and
+The raw side does what a replay must at least do, on a copy of the same store: read and
 parse the JSON lines, ``BEGIN IMMEDIATE``, read the session's stored uids, the counters
 ``UPDATE``, one ``executemany`` INSERT of the new rows (both FTS triggers fire),
 ``COMMIT``. Row tuples are built while timed on both sides (parsing is part of the
 work). Linear scaling shows as a flat "us/record" column.
 
-    python benchmarks/bench_recovery.py [--quick] [--runs N] [--json FILE]
+    python benchmarks/bench_replay.py [--quick] [--runs N] [--json FILE]
 """
 
 from __future__ import annotations
@@ -49,8 +49,8 @@ from hermes_repo import StateStore
 from hermes_repo.codec import message_to_row, new_uid
 from hermes_repo.transcript import spool
 
-NAME = "recovery"
-SID = "bench-recovery"
+NAME = "replay"
+SID = "bench-replay"
 
 
 def spool_lines(messages: list[dict[str, Any]], *, with_uid: bool = True) -> bytes:
@@ -72,7 +72,7 @@ def place_spool(home: Path, data: bytes) -> None:
 
 
 def raw_recover(db: Path, data: bytes) -> int:
-    """The minimum a recovery does, by hand: parse, dedup by uid, insert, commit."""
+    """The minimum a replay does, by hand: parse, dedup by uid, insert, commit."""
     records = [json.loads(line) for line in data.split(b"\n") if line.strip()]
     con = raw_connect(db)
     cur = con.cursor()
