@@ -15,7 +15,7 @@ import contextlib
 import fcntl
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from .errors import HermesRepoError
@@ -69,18 +69,29 @@ def holder_pids(db_path: Path) -> tuple[int, ...]:
     stop. ``flock`` does not say, but Linux lists every lock in ``/proc/locks``;
     elsewhere (or when a pid lives in another pid namespace) the answer is empty.
     """
+    return lock_pids([holders_path(db_path)], kinds=("FLOCK",))
+
+
+def lock_pids(paths: Iterable[Path], *, kinds: tuple[str, ...]) -> tuple[int, ...]:
+    """Pids of other processes holding a lock of one of ``kinds`` (``FLOCK``, ``POSIX``,
+    ``OFDLCK``) on any of ``paths``, read from ``/proc/locks`` (Linux; elsewhere empty)."""
+    keys: set[tuple[int, int, int]] = set()
+    for path in paths:
+        with contextlib.suppress(OSError):
+            st = os.stat(path)
+            keys.add((os.major(st.st_dev), os.minor(st.st_dev), st.st_ino))
+    if not keys:
+        return ()
     try:
-        st = os.stat(holders_path(db_path))
         with open("/proc/locks", encoding="ascii", errors="replace") as f:
             lines = f.read().splitlines()
     except OSError:
         return ()
-    want = (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
     pids: set[int] = set()
     for line in lines:
         # "1: FLOCK  ADVISORY  READ 15909 fe:00:2171713 0 EOF"; "->" marks a waiter.
         fields = line.split()
-        if len(fields) < 6 or fields[1] != "FLOCK":
+        if len(fields) < 6 or fields[1] not in kinds or "->" in fields:
             continue
         try:
             major, minor, inode = fields[5].split(":")
@@ -88,9 +99,21 @@ def holder_pids(db_path: Path) -> tuple[int, ...]:
             pid = int(fields[4])
         except ValueError:
             continue
-        if key == want and pid not in (0, os.getpid()):
+        # -1: an open-file-description lock, which has no owning process.
+        if key in keys and pid not in (0, -1, os.getpid()):
             pids.add(pid)
     return tuple(sorted(pids))
+
+
+def pid_alive(pid: int) -> bool:
+    """True while process ``pid`` exists (someone else's process counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _open_lock_file(path: Path) -> int:

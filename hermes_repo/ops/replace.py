@@ -37,7 +37,7 @@ from sqlalchemy.exc import DBAPIError
 
 from ..engine import DriverName, db_path_for_home, select_driver
 from ..errors import HermesRepoError, describe
-from ..holders import HolderLock, StoreHeldError
+from ..holders import HolderLock, StoreHeldError, lock_pids, pid_alive
 from ..schema import migrate
 from ..schema.backup import backup_to, read_only_engine
 from ..schema.files import SIDE_SUFFIXES, fsync_dir, fsync_file, side_file, side_files
@@ -95,21 +95,11 @@ def _check_new(db_path: Path, new: Path) -> None:
         )
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _remove_stale_stages(folder: Path) -> None:
     """Staged copies left by a replace that was killed (its pid is gone)."""
     for path in folder.glob(_STAGE_PREFIX + "*.tmp*"):
         pid_text = path.name[len(_STAGE_PREFIX) :].split(".", 1)[0]
-        if pid_text.isdigit() and int(pid_text) != os.getpid() and not _pid_alive(int(pid_text)):
+        if pid_text.isdigit() and int(pid_text) != os.getpid() and not pid_alive(int(pid_text)):
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
 
@@ -121,30 +111,7 @@ def sqlite_lock_pids(db_path: Path) -> tuple[int, ...]:
     with the file open shows here instead (Linux only; elsewhere the answer is empty).
     In WAL mode every connection keeps a read lock on the ``-shm`` while it is open.
     """
-    keys: set[tuple[int, int, int]] = set()
-    for path in (db_path, side_file(db_path, "-shm")):
-        with contextlib.suppress(OSError):
-            st = os.stat(path)
-            keys.add((os.major(st.st_dev), os.minor(st.st_dev), st.st_ino))
-    try:
-        with open("/proc/locks", encoding="ascii", errors="replace") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return ()
-    pids: set[int] = set()
-    for line in lines:
-        fields = line.split()
-        if len(fields) < 6 or fields[1] not in ("POSIX", "OFDLCK") or "->" in fields:
-            continue
-        try:
-            major, minor, inode = fields[5].split(":")
-            key = (int(major, 16), int(minor, 16), int(inode))
-            pid = int(fields[4])
-        except ValueError:
-            continue
-        if key in keys and pid not in (0, -1, os.getpid()):
-            pids.add(pid)
-    return tuple(sorted(pids))
+    return lock_pids([db_path, side_file(db_path, "-shm")], kinds=("POSIX", "OFDLCK"))
 
 
 def _stage(new: Path, stage: Path, driver_name: DriverName | None) -> tuple[str, str | None]:

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..holders import holders_path
+from ..holders import holders_path, pid_alive
 from ..schema.files import free_bytes, side_file
 from .report import ProgressCallback, ProgressEvent, SalvageError
 
@@ -50,16 +50,6 @@ def source_path(source: Path) -> Path:
     return source
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's process: alive
-    return True
-
-
 def _owner_pid(name: str, prefix: str) -> int | None:
     digits = name[len(prefix) :].split("-", 1)[0].split(".", 1)[0]
     return int(digits) if digits.isdigit() else None
@@ -80,7 +70,7 @@ def remove_stale(folder: Path, pattern: str) -> list[Path]:
             st = path.lstat()
         except FileNotFoundError:
             continue
-        if pid is None or pid == os.getpid() or _pid_alive(pid) or st.st_uid != os.getuid():
+        if pid is None or pid == os.getpid() or pid_alive(pid) or st.st_uid != os.getuid():
             continue
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path, ignore_errors=True)
