@@ -42,12 +42,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from .codec import check_timestamp, dumps, message_to_row
-from .engine import sqlite_uri
-from .errors import HermesRepoError, ImportSourceError, IntegrityViolation
-from .ids import validate_session_id
-from .models import ROLES
-from .uow import UnitOfWork
+from ..codec import check_timestamp, dumps, message_to_row
+from ..engine import sqlite_uri
+from ..errors import HermesRepoError, ImportSourceError, IntegrityViolation
+from ..ids import validate_session_id
+from ..models import ROLES
+from ..uow import UnitOfWork
 
 __all__ = [
     "SQLITE_HEADER",

@@ -59,8 +59,8 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import IntegrityViolation
-from .models import ROLES
+from ..errors import IntegrityViolation
+from ..models import ROLES
 
 __all__ = [
     "LAYER_KEYS",
