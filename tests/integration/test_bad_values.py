@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hermes_repo import StateStore, TranscriptWriter
-from hermes_repo.codec import _RESERVED as RESERVED
+from hermes_repo.codec.rows import _RESERVED as RESERVED
 from hermes_repo.errors import IntegrityViolation
 from hermes_repo.transcript import spool
 from tests.support.spooling import check_store, pending_files, stored, write_spool

@@ -11,9 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hermes_repo.codec import (
-    _RESERVED as RESERVED,
-)
-from hermes_repo.codec import (
     MAX_TIMESTAMP,
     MESSAGE_COLUMNS,
     TEXT_MARK,
@@ -26,6 +23,7 @@ from hermes_repo.codec import (
     message_to_row,
     row_to_message,
 )
+from hermes_repo.codec.rows import _RESERVED as RESERVED
 from hermes_repo.errors import IntegrityViolation
 
 # Every code point, lone surrogates (category Cs, which st.characters() leaves out) too.

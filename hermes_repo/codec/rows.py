@@ -1,0 +1,292 @@
+"""Message dicts to rows and back: column order, the keys kept in ``extra``, and the
+checks each appended message goes through (:func:`message_to_row` is on the append path)."""
+
+from __future__ import annotations
+
+import numbers
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import IntegrityViolation
+from ..models import ROLES
+from .checks import _INT64, _bad, _extra_json, _json, _short, _text, check_timestamp
+from .content import content_columns
+from .keys import _check_keys
+from .text import _SURROGATE, TEXT_MARK, decode_text, loads
+
+__all__ = [
+    "LAYER_KEYS",
+    "MESSAGE_COLUMNS",
+    "ROW_COLUMNS",
+    "message_to_row",
+    "new_uid",
+    "row_to_message",
+    "tool_call_count",
+]
+
+# Keys stored in their own column (after the aliases below are applied).
+_TEXT = ("tool_call_id", "tool_name", "finish_reason", "reasoning", "api_content")
+_PLAIN = ("role", "tool_call_id", "tool_name", "token_count", "finish_reason", "reasoning")
+_JSON = ("tool_calls", "reasoning_details")
+# Keys stored in columns (or derived): never copied to `extra` as they are.
+_RESERVED = frozenset(
+    {
+        *_PLAIN,
+        *_JSON,
+        "content",
+        "api_content",
+        "display_only",
+        "timestamp",
+        "uid",
+        "name",
+    }
+)
+# Keys the layer itself writes into returned messages (row id, archive state). A
+# caller's value under one of them is kept in `extra` under an escaped name.
+LAYER_KEYS = frozenset({"id", "session_id", "active", "archived_at", "archive_reason"})
+
+# The columns message_to_row fills, in INSERT order.
+ROW_COLUMNS = (
+    "session_id",
+    "uid",
+    "role",
+    "content",
+    "content_parts",
+    "content_text",
+    "tool_calls",
+    "tool_call_id",
+    "tool_name",
+    "timestamp",
+    "token_count",
+    "finish_reason",
+    "reasoning",
+    "reasoning_details",
+    "api_content",
+    "extra",
+    "display_only",
+)
+
+# Column order of SELECTs that feed row_to_message.
+MESSAGE_COLUMNS = (
+    "id",
+    "uid",
+    "role",
+    "content",
+    "content_parts",
+    "tool_calls",
+    "tool_call_id",
+    "tool_name",
+    "timestamp",
+    "token_count",
+    "finish_reason",
+    "reasoning",
+    "reasoning_details",
+    "api_content",
+    "extra",
+    "display_only",
+    "active",
+    "archived_at",
+    "archive_reason",
+)
+
+_ARCHIVE_KEYS = ("active", "archived_at", "archive_reason")
+
+
+def new_uid() -> str:
+    """A fresh idempotency key for a message."""
+    return uuid.uuid4().hex
+
+
+def tool_call_count(message: Mapping[str, Any]) -> int:
+    calls = message.get("tool_calls")
+    return len(calls) if isinstance(calls, list) else 0
+
+
+def message_to_row(
+    session_id: str, message: Mapping[str, Any], *, now: float | None = None
+) -> dict[str, Any]:
+    """Validate a message dict and turn it into column values.
+
+    A missing ``uid`` or ``timestamp`` is generated here; callers that must carry them
+    (the transcript writer) assign them on the dict before calling. Raises
+    :class:`IntegrityViolation` naming the field and the fix for anything that cannot
+    be stored (see :mod:`hermes_repo.codec`); nothing else escapes for bad values.
+    """
+    if not isinstance(message, Mapping):
+        raise IntegrityViolation(
+            f"a message must be a dict, got {type(message).__name__}; pass "
+            '{"role": ..., "content": ...}'
+        )
+    role = message.get("role")
+    if role.__class__ is not str or role not in ROLES:
+        raise IntegrityViolation(
+            f"message role must be one of {', '.join(ROLES)}; got {_short(role)}"
+        )
+    timestamp = message.get("timestamp")
+    if timestamp is None:
+        timestamp = time.time() if now is None else now
+    timestamp = check_timestamp(timestamp, "message timestamp")
+    uid = message.get("uid") or new_uid()
+    if uid.__class__ is not str:
+        if not isinstance(uid, str):
+            raise _bad(
+                "uid",
+                f"must be a string, got {type(uid).__name__} {_short(uid)}",
+                "pass a text key (or leave it out: one is generated)",
+            )
+        uid = str(uid)
+    if not uid.isascii() and _SURROGATE.search(uid):
+        raise _bad("uid", f"{uid!r} holds a lone surrogate", "use a uid of valid Unicode text")
+    token_count = message.get("token_count")
+    if token_count is not None and (
+        token_count.__class__ is not int or not _INT64[0] <= token_count <= _INT64[1]
+    ):
+        if not isinstance(token_count, int | bool) and isinstance(token_count, numbers.Integral):
+            token_count = int(token_count)  # numpy and other integer types
+        if isinstance(token_count, bool) or not isinstance(token_count, int):
+            raise _bad(
+                "token_count",
+                f"must be an integer or None, got {type(token_count).__name__} "
+                f"{_short(token_count)}",
+                "pass a whole number",
+            )
+        if not _INT64[0] <= token_count <= _INT64[1]:
+            raise _bad(
+                "token_count",
+                f"{_short(token_count)} is beyond SQLite's 64-bit integers",
+                "pass a count that fits in a signed 64-bit integer",
+            )
+        token_count = int(token_count)
+    extra: dict[str, Any] = {}
+    for key, value in message.items():
+        if key in _RESERVED:
+            continue
+        if key.__class__ is not str:
+            if not isinstance(key, str):
+                raise IntegrityViolation(
+                    f"message key {_short(key)} is a {type(key).__name__}; message keys "
+                    "must be strings"
+                )
+            key = str(key)
+        if key in LAYER_KEYS or key[:1] == TEXT_MARK:
+            key = TEXT_MARK + key  # the caller's value, kept apart from the layer's
+        elif value.__class__ is str or value is None:
+            extra[key] = value
+            continue
+        _check_keys(key, value)
+        extra[key] = value
+    # `name` is kept as given (in extra); on tool rows it also fills the indexed
+    # tool_name column when the caller did not set tool_name.
+    tool_name = message.get("tool_name")
+    name = message.get("name")
+    if name is not None:
+        _check_keys("name", name)
+        extra["name"] = name
+        if tool_name is None and role == "tool" and isinstance(name, str):
+            tool_name = name
+    tool_calls = message.get("tool_calls")
+    details = message.get("reasoning_details")
+    if tool_calls is not None:
+        _check_keys("tool_calls", tool_calls)
+    if details is not None:
+        _check_keys("reasoning_details", details)
+    display_only = message.get("display_only")
+    if display_only is not None and display_only.__class__ is not bool:
+        raise _bad(
+            "display_only",
+            f"must be True, False or None, got {type(display_only).__name__} "
+            f"{_short(display_only)}",
+            "pass a bool",
+        )
+    row: dict[str, Any] = {
+        "session_id": session_id,
+        "uid": uid,
+        "role": role,
+        **content_columns(message.get("content")),
+        "tool_calls": None if tool_calls is None else _json("tool_calls", tool_calls),
+        "tool_call_id": _text("tool_call_id", message.get("tool_call_id")),
+        "tool_name": _text("tool_name", tool_name),
+        "timestamp": timestamp,
+        "token_count": token_count,
+        "finish_reason": _text("finish_reason", message.get("finish_reason")),
+        "reasoning": _text("reasoning", message.get("reasoning")),
+        "reasoning_details": None if details is None else _json("reasoning_details", details),
+        "api_content": _text("api_content", message.get("api_content")),
+        "extra": _extra_json(extra) if extra else None,
+        "display_only": 1 if display_only else 0,
+    }
+    return row
+
+
+def row_to_message(row: Any, *, with_ids: bool = False) -> dict[str, Any]:
+    """Turn a row (a tuple in :data:`MESSAGE_COLUMNS` order) back into the message dict."""
+    (
+        id_,
+        uid,
+        role,
+        content,
+        content_parts,
+        tool_calls,
+        tool_call_id,
+        tool_name,
+        timestamp,
+        token_count,
+        finish_reason,
+        reasoning,
+        reasoning_details,
+        api_content,
+        extra,
+        display_only,
+        active,
+        archived_at,
+        archive_reason,
+    ) = row
+    msg: dict[str, Any] = {"role": role}
+    if content_parts is not None:
+        msg["content"] = loads(content_parts)
+    elif content is not None:
+        msg["content"] = content
+    if tool_calls is not None:
+        msg["tool_calls"] = loads(tool_calls)
+    if tool_call_id is not None:
+        msg["tool_call_id"] = decode_text(tool_call_id)
+    extras = loads(extra) if extra is not None else None
+    escaped = extras is not None and TEXT_MARK in extra
+    if tool_name is not None:
+        tool_name = decode_text(tool_name)
+        # A tool_name that only mirrors the caller's `name` was derived, not given.
+        if not (extras and extras.get("name") == tool_name):
+            msg["tool_name"] = tool_name
+    if token_count is not None:
+        msg["token_count"] = token_count
+    if finish_reason is not None:
+        msg["finish_reason"] = decode_text(finish_reason)
+    if reasoning is not None:
+        msg["reasoning"] = decode_text(reasoning)
+    if reasoning_details is not None:
+        msg["reasoning_details"] = loads(reasoning_details)
+    if api_content is not None:
+        msg["api_content"] = decode_text(api_content)
+    if extras:
+        if escaped and not (
+            (with_ids and TEXT_MARK + "id" in extras)
+            or (not active and any(TEXT_MARK + k in extras for k in _ARCHIVE_KEYS))
+        ):
+            # Plain read: restore the caller's keys (one mark less); see the docstring.
+            extras = {k[1:] if k[:1] == TEXT_MARK else k: v for k, v in extras.items()}
+        msg.update(extras)
+    if display_only:
+        msg["display_only"] = True
+    if not active:
+        msg["active"] = False
+        if archived_at is not None:
+            msg["archived_at"] = archived_at
+        if archive_reason is not None:
+            msg["archive_reason"] = archive_reason
+    msg["timestamp"] = timestamp
+    msg["uid"] = uid
+    if with_ids:
+        msg["id"] = id_
+    return msg
