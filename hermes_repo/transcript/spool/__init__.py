@@ -57,9 +57,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..codec import dumps
-from ..errors import IntegrityViolation, UnsafePathError
-from ..ids import validate_session_id
+from ...codec import dumps
+from ...errors import IntegrityViolation, UnsafePathError
+from ...ids import validate_session_id
 
 __all__ = [
     "PENDING_SUFFIX",
