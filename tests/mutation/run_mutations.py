@@ -101,7 +101,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "degrade-keeps-triggers",
-        "hermes_repo/schema/fts.py",
+        "hermes_repo/schema/fts/stale.py",
         '    for name in TRIGGER_NAMES:\n        conn.execute(text(f"DROP TRIGGER IF EXISTS',
         '    for name in ():\n        conn.execute(text(f"DROP TRIGGER IF EXISTS',
         (f"{FD}::test_write_through_a_damaged_index_succeeds_with_the_index_detached",),

@@ -1,0 +1,76 @@
+"""Spool files: where a transcript goes when the database cannot take it.
+
+``<home>/sessions/<sid>.pending.jsonl`` is a retry queue of JSON records, appended
+durably and replayed exactly once by :mod:`hermes_repo.transcript.replay`. One module
+per job:
+
+* :mod:`.records`: the record format, and parsing a file's bytes into records;
+* :mod:`.names`: file names (the encoded session id and the suffix of each kind);
+* :mod:`.files`: safe access: the lock, durable appends, reads and deletes;
+* :mod:`.listing`: every spool file of a home with its size, records and age.
+"""
+
+from __future__ import annotations
+
+from .files import (
+    LOCK_SUFFIX,
+    append_lines,
+    append_messages,
+    read_spool,
+    remove_file,
+    spool_lock,
+)
+from .listing import PendingFile, list_pending
+from .names import (
+    PENDING_SUFFIX,
+    REJECTED_SUFFIX,
+    SALVAGE_SUFFIX,
+    SESSIONS_DIR,
+    encode_session_id,
+    existing_names,
+    parse_name,
+    pending_name,
+    session_id_from_name,
+    sessions_dir,
+)
+from .records import (
+    FALLBACK_KEY,
+    SESSION_KEY,
+    RejectedLine,
+    SpoolContents,
+    SpoolRecord,
+    encode_record,
+    parse_line,
+    parse_spool,
+    wrap,
+)
+
+__all__ = [
+    "FALLBACK_KEY",
+    "LOCK_SUFFIX",
+    "PENDING_SUFFIX",
+    "REJECTED_SUFFIX",
+    "SALVAGE_SUFFIX",
+    "SESSIONS_DIR",
+    "SESSION_KEY",
+    "PendingFile",
+    "RejectedLine",
+    "SpoolContents",
+    "SpoolRecord",
+    "append_lines",
+    "append_messages",
+    "encode_record",
+    "encode_session_id",
+    "existing_names",
+    "list_pending",
+    "parse_line",
+    "parse_name",
+    "parse_spool",
+    "pending_name",
+    "read_spool",
+    "remove_file",
+    "session_id_from_name",
+    "sessions_dir",
+    "spool_lock",
+    "wrap",
+]
