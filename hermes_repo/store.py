@@ -314,7 +314,6 @@ class StateStore:
         return self.database.read(work, policy)
 
     # The name the store's own methods used before :meth:`read` was public.
-    _read = read
 
     def load_conversation(
         self,
