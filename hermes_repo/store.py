@@ -313,8 +313,6 @@ class StateStore:
         leave as :class:`HermesRepoError` subclasses."""
         return self.database.read(work, policy)
 
-    # The name the store's own methods used before :meth:`read` was public.
-
     def load_conversation(
         self,
         session_id: str,
