@@ -107,6 +107,23 @@ def replace_side_file(path: Path, data: bytes, *, tmp: Path | None = None) -> No
         os.fsync(dir_fd)
 
 
+def flock_within(fd: int, timeout: float, *, poll_s: float = 0.02) -> bool:
+    """Take an exclusive ``flock`` on ``fd``; False if another holder kept it ``timeout``
+    seconds (0: do not wait; < 0: wait as long as it takes)."""
+    if timeout < 0:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return True
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(poll_s)
+
+
 @contextlib.contextmanager
 def exclusive_lock(path: Path, *, timeout: float = -1) -> Iterator[bool]:
     """Hold an exclusive ``flock`` on side file ``path`` for the block.
@@ -117,16 +134,9 @@ def exclusive_lock(path: Path, *, timeout: float = -1) -> Iterator[bool]:
     """
     fd = open_side_file(path)
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | (fcntl.LOCK_NB if timeout >= 0 else 0))
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    yield False
-                    return
-                time.sleep(0.02)
+        if not flock_within(fd, timeout):
+            yield False
+            return
         try:
             yield True
         finally:

@@ -17,6 +17,7 @@ import pytest
 from hermes_repo import StateStore, UnsafePathError
 from hermes_repo.engine import WRITE_OPTION
 from hermes_repo.schema import fts
+from hermes_repo.schema.sidefiles import exclusive_lock
 from hermes_repo.transcript import spool
 
 PRECIOUS = b"the link's target: must never be written by the store\n"
@@ -105,3 +106,28 @@ def test_fts_rebuild_never_writes_through_a_planted_side_file(
     assert any(
         str(home / name) in r.getMessage() and "refuses" in r.getMessage() for r in caplog.records
     ), [r.getMessage() for r in caplog.records]
+
+
+def test_a_held_spool_lock_makes_a_bounded_wait_give_up_and_a_free_one_is_taken(
+    home: Path,
+) -> None:
+    # flock locks belong to the open file: a second open in this process conflicts as
+    # another process's would.
+    with (
+        spool.spool_lock(home, "s1.pending.jsonl"),
+        pytest.raises(TimeoutError, match="held by another process"),
+        spool.spool_lock(home, "s1.pending.jsonl", timeout=0.05),
+    ):
+        pass
+    with spool.spool_lock(home, "s1.pending.jsonl", timeout=0):
+        pass
+
+
+def test_a_held_side_file_lock_yields_false_to_a_bounded_wait(home: Path) -> None:
+    path = home / "state.db.fts-rebuild.lock"
+    with exclusive_lock(path) as first:
+        assert first is True
+        with exclusive_lock(path, timeout=0.05) as second:
+            assert second is False
+    with exclusive_lock(path, timeout=0) as third:
+        assert third is True

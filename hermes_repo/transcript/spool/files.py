@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import UnsafePathError
+from ...schema.sidefiles import flock_within
 from .names import PENDING_SUFFIX, pending_name, sessions_dir
 from .records import SpoolContents, encode_record, parse_spool, wrap
 
@@ -114,17 +115,8 @@ def spool_lock(home: str | os.PathLike[str], name: str, *, timeout: float = -1) 
         fd = _open_in(dir_fd, lock_name, _LOCK_FLAGS, path)
     try:
         _check_regular(fd, path)
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | (fcntl.LOCK_NB if timeout >= 0 else 0))
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise TimeoutError(
-                        f"{path} is held by another process; retry when it is done"
-                    ) from None
-                time.sleep(0.02)
+        if not flock_within(fd, timeout):
+            raise TimeoutError(f"{path} is held by another process; retry when it is done")
         try:
             yield
         finally:
