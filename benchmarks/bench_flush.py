@@ -162,29 +162,25 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             for i in range(runs)
         ]
 
-        def raw_append(sid: str, tool_calls: int, row: tuple[Any, ...]) -> None:
-            cur.execute("BEGIN IMMEDIATE")
-            try:
-                cur.execute(RAW_UPDATE_COUNTERS, (1, tool_calls, sid))
-                if cur.rowcount == 0:
-                    raise LookupError(sid)
-                cur.execute(RAW_INSERT, row)
-                cur.execute("COMMIT")
-            except BaseException:
-                cur.execute("ROLLBACK")
-                raise
-
         def raw_flush(sid: str, count: int, tool_calls: int, rows: list[tuple[Any, ...]]) -> None:
+            """One transaction: the counters UPDATE, then the rows' INSERT (one execute
+            for one row, one executemany for several: what the library runs)."""
             cur.execute("BEGIN IMMEDIATE")
             try:
                 cur.execute(RAW_UPDATE_COUNTERS, (count, tool_calls, sid))
                 if cur.rowcount == 0:
                     raise LookupError(sid)
-                cur.executemany(RAW_INSERT, rows)
+                if len(rows) == 1:
+                    cur.execute(RAW_INSERT, rows[0])
+                else:
+                    cur.executemany(RAW_INSERT, rows)
                 cur.execute("COMMIT")
             except BaseException:
                 cur.execute("ROLLBACK")
                 raise
+
+        def raw_append(sid: str, tool_calls: int, row: tuple[Any, ...]) -> None:
+            raw_flush(sid, 1, tool_calls, [row])
 
         # Warm every writer (it loads the session's uids once), outside the timing.
         for writer in writers.values():

@@ -364,23 +364,7 @@ class Database:
 
     def _append_on_driver(self, row: dict[str, Any], calls: int) -> int:
         """One append on the driver's cursor, in its own transaction."""
-        with self.engine.connect() as conn:
-            dbapi = conn.connection.dbapi_connection
-            assert dbapi is not None
-            cursor = dbapi.cursor()
-            try:
-                cursor.execute("BEGIN IMMEDIATE")
-                try:
-                    rowid = MessageRepository(cursor).append_row(row, calls)
-                    cursor.execute("COMMIT")
-                except BaseException:
-                    if dbapi.in_transaction:
-                        with contextlib.suppress(self.driver.module.Error):
-                            cursor.execute("ROLLBACK")
-                    raise
-            finally:
-                cursor.close()
-        return rowid
+        return self._on_driver(lambda cursor: MessageRepository(cursor).append_row(row, calls))
 
     def append_messages(
         self,

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import ctypes
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +21,7 @@ from tests.support.spooling import (
     MODULE,
     check_store,
     convo,
+    on_store_connections,
     pending_files,
     raw,
     stored,
@@ -171,30 +170,14 @@ def _limit_row_length(dbapi_conn: Any, limit: int) -> None:
     lib.sqlite3_limit(handle, SQLITE_LIMIT_LENGTH, limit)
 
 
-@contextmanager
-def row_length_limited(store: StateStore, limit: int) -> Iterator[None]:
-    """Every connection the store opens in the block refuses strings over ``limit``
-    bytes (SQLITE_TOOBIG): a real error one message can cause."""
-
-    def configure(dbapi_conn: Any, _record: Any) -> None:
-        _limit_row_length(dbapi_conn, limit)
-
-    event.listen(store.engine, "connect", configure)
-    store.engine.dispose()
-    try:
-        yield
-    finally:
-        event.remove(store.engine, "connect", configure)
-        store.engine.dispose()
-
-
 def test_a_message_failing_in_the_fallback_too_spools_from_it_on_in_order(
     store: StateStore, caplog: pytest.LogCaptureFixture
 ) -> None:
     writer = store.transcript_writer("g")
     writer.flush(convo(1))
     messages = convo(2, start=1) + convo(1, start=3, size=30_000) + convo(2, start=4)
-    with row_length_limited(store, 20_000), caplog.at_level(logging.INFO, logger="hermes_repo"):
+    too_big = on_store_connections(store, lambda conn: _limit_row_length(conn, 20_000))
+    with too_big, caplog.at_level(logging.INFO, logger="hermes_repo"):
         result = writer.flush(messages)
     assert any(FALLBACK_LOG in r.getMessage() for r in caplog.records)
     # The two before the big one committed (one by one); it and the rest spooled.
@@ -264,31 +247,3 @@ def test_a_lock_outlasting_the_budget_spools_the_group_after_one_budget(
     assert (report.inserted, report.errors) == (6, ())
     assert [r["uid"] for r in stored(store.home, "busy")[1:]] == uids(messages)
     check_store(store.home)
-
-
-def test_a_damaged_file_fails_the_group_with_no_fallback_write(
-    home: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    with StateStore.open(home) as store:
-        store.transcript_writer("late").flush(
-            [{"role": "user", "content": f"late {i} " + "pad " * 30} for i in range(600)]
-        )
-    db = home / "state.db"
-    damage.checkpoint_and_close(db, module=MODULE)
-    damage.overwrite_page(db, damage.btree_pages(db, "messages", module=MODULE)[-1])
-    before = damage.file_digest(db)
-    store = StateStore.open(home)
-    try:
-        messages = convo(4)
-        with traced(store.engine) as seen, caplog.at_level(logging.INFO, logger="hermes_repo"):
-            result = store.transcript_writer("late").flush(messages)
-        assert (result.written, result.spooled) == (0, 4)
-        assert result.error is not None and result.error.startswith("corrupt:")
-        assert not any(FALLBACK_LOG in r.getMessage() for r in caplog.records)
-        # The group's one attempt, nothing after it.
-        assert count(seen, "BEGIN IMMEDIATE") == 1 and write_commits(seen) == 0
-        assert (home / "sessions" / "late.jsonl").exists()  # salvage, not the retry queue
-        assert pending_files(home) == []
-    finally:
-        store.close()
-    assert damage.file_digest(db) == before
