@@ -1,24 +1,37 @@
 """Transcript flush (``TranscriptWriter.flush``, spool idle) vs raw DB-API, per message.
 
 The store already holds 50k messages (``--quick``: 5k) across 50 sessions; each run
-gives one session's writer ``--per-run`` new messages. Two library cases:
+gives one session's writer ``--per-run`` new messages. Three library cases:
 
-* ``one flush``: a single ``flush(list)`` with all the new messages (a turn that
-  produced many messages);
+* ``flush of 10`` (``--flush-size``): the new messages arrive ``10`` at a time, each
+  batch handed to ``flush`` as its own list (a turn that produced a tool call, its
+  result and an answer...). The library writes each batch in ONE transaction (the
+  group commit). Two raw sides, interleaved with it in the same run: one transaction
+  per message (``BEGIN IMMEDIATE``, the counters ``UPDATE``, the ``INSERT``,
+  ``COMMIT``: what the flush did before group commit) and one transaction per flush
+  (``BEGIN IMMEDIATE``, one counters ``UPDATE`` for the batch, the ``INSERT`` per
+  message as one ``executemany``, ``COMMIT``: the same SQL the library runs);
+* ``one flush``: a single ``flush(list)`` with all the new messages: one transaction,
+  against raw one transaction (``executemany``);
 * ``flush per message``: the list grows by one message and is flushed each time (an
-  agent flushing every turn; each call also scans the whole list by uid).
+  agent flushing every turn; each call also scans the whole list by uid): one
+  transaction per message on both sides.
 
-Both write one transaction per message. The raw side runs, per message, ``BEGIN
-IMMEDIATE``, the counters ``UPDATE`` (checking that it matched), the 16-column
-``INSERT`` (both FTS triggers fire) and ``COMMIT`` on a copy of the same store, with
-parameter tuples built before timing. The warm-up flush (which loads the session's
-stored uids once) doubles as the same-SQL check.
+Raw parameter tuples are built before timing. The warm-up flush (which loads the
+session's stored uids once) doubles as the same-SQL check of the one-message path; the
+group path is checked by SQLite's own statement trace (``set_trace_callback`` on the
+store's pooled connections and on the raw one, parameters expanded into literals): the
+same batch flushed by the library and written by the raw per-flush side must run the
+very same statements, transaction control included, or the benchmark fails.
 
-    python benchmarks/bench_flush.py [--quick] [--runs N] [--json FILE]
+    python benchmarks/bench_flush.py [--quick] [--runs N] [--flush-size N] [--json FILE]
 """
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from _common import (
@@ -41,7 +54,9 @@ from _common import (
     run_main,
     session_ids,
     store_db,
+    timed,
     tool_calls_of,
+    trace_sql,
     workspace,
     write_json,
 )
@@ -51,14 +66,51 @@ from hermes_repo.codec import new_uid
 NAME = "flush"
 
 
+def _collapsed(statements: list[str]) -> list[str]:
+    """Statements as one line each, a trigger's repeat of its statement dropped (SQLite
+    reports a statement again as each of its triggers starts)."""
+    out: list[str] = []
+    for sql in statements:
+        text = " ".join(sql.split())
+        if not text.startswith("--") and not (out and out[-1] == text):
+            out.append(text)
+    return out
+
+
+@contextmanager
+def _raw_trace(con: Any) -> Iterator[list[str]]:
+    seen: list[str] = []
+    con.set_trace_callback(seen.append)
+    try:
+        yield seen
+    finally:
+        con.set_trace_callback(None)
+
+
+def _check_group_sql(library: list[str], raw: list[str]) -> bool:
+    """The library's group flush ran exactly the raw per-flush side's statements."""
+    lib, want = _collapsed(library), _collapsed(raw)
+    if lib == want:
+        return True
+    print(
+        f"MISMATCH [{NAME}, group]: the library's SQL differs from the raw side's; the "
+        f"ratio would compare different work.\n  library: {lib}\n  raw:     {want}",
+        file=sys.stderr,
+    )
+    return False
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--base", type=int, default=None, help="messages in the store before timing")
     p.add_argument("--per-run", type=int, default=None, help="messages flushed per run")
+    p.add_argument("--flush-size", type=int, default=10, help="new messages per flush (group)")
     args = p.parse_args(argv)
     base = args.base or (5_000 if args.quick else 50_000)
     per_run = args.per_run or (300 if args.quick else 2_000)
     runs = args.runs or (3 if args.quick else 7)
+    size = args.flush_size
+    per_run -= per_run % size  # whole flushes
     sessions = session_ids()
     corpus = Corpus()
 
@@ -71,40 +123,64 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         con = raw_connect(raw_path)
         cur = con.cursor()
 
-        # Two library cases per run, so twice the messages; uid and timestamp are set
-        # up front on both sides (the raw side needs them in its tuples).
-        msgs = corpus.messages(2 * per_run * runs + 1, seed_offset=202, plant=False)
+        # Three library cases per run, plus a group for the SQL check; uid and
+        # timestamp are set up front on both sides (the raw side needs them in its
+        # tuples).
+        msgs = corpus.messages(3 * per_run * runs + 1 + size, seed_offset=202, plant=False)
         for m in msgs:
             m["uid"] = new_uid()
-        warm, msgs = msgs[0], msgs[1:]
-        blocks = [msgs[i * per_run : (i + 1) * per_run] for i in range(2 * runs)]
-        # Run i of each case writes to its own session (a writer is per session).
-        sid_one = [sessions[i % len(sessions)] for i in range(runs)]
-        sid_each = [sessions[(runs + i) % len(sessions)] for i in range(runs)]
-        writers = {sid: store.transcript_writer(sid) for sid in set(sid_one + sid_each)}
+        warm, check, msgs = msgs[0], msgs[1 : 1 + size], msgs[1 + size :]
+        blocks = [msgs[i * per_run : (i + 1) * per_run] for i in range(3 * runs)]
+        # Run i of each case writes to its own session (a writer is per session). The
+        # group case's two raw sides write the same messages to two sessions of the raw
+        # copy (a uid is unique per session).
+        n = len(sessions)
+        sid_one = [sessions[i % n] for i in range(runs)]
+        sid_each = [sessions[(runs + i) % n] for i in range(runs)]
+        sid_group = [sessions[(2 * runs + i) % n] for i in range(runs)]
+        sid_group_raw = [sessions[(3 * runs + i) % n] for i in range(runs)]
+        writers = {sid: store.transcript_writer(sid) for sid in set(sid_one + sid_each + sid_group)}
+
+        def rows_of(sid: str, block: list[dict[str, Any]]) -> list[tuple[str, int, Any]]:
+            return [(sid, tool_calls_of([m]), raw_rows(sid, [m])[0]) for m in block]
+
         raw_one = [
-            [(sid_one[i], tool_calls_of([m]), raw_rows(sid_one[i], [m])[0]) for m in blocks[i]]
+            (sid_one[i], len(blocks[i]), tool_calls_of(blocks[i]), raw_rows(sid_one[i], blocks[i]))
             for i in range(runs)
         ]
-        raw_each = [
+        raw_each = [rows_of(sid_each[i], blocks[runs + i]) for i in range(runs)]
+        group_blocks = [blocks[2 * runs + i] for i in range(runs)]
+        lib_groups = [
+            [group_blocks[i][j : j + size] for j in range(0, per_run, size)] for i in range(runs)
+        ]
+        raw_group_per_msg = [rows_of(sid_group[i], group_blocks[i]) for i in range(runs)]
+        raw_group_per_flush = [
             [
-                (sid_each[i], tool_calls_of([m]), raw_rows(sid_each[i], [m])[0])
-                for m in blocks[runs + i]
+                (sid_group_raw[i], len(b), tool_calls_of(b), raw_rows(sid_group_raw[i], b))
+                for b in lib_groups[i]
             ]
             for i in range(runs)
         ]
 
-        def raw_append(sid: str, tool_calls: int, row: tuple[Any, ...]) -> None:
+        def raw_flush(sid: str, count: int, tool_calls: int, rows: list[tuple[Any, ...]]) -> None:
+            """One transaction: the counters UPDATE, then the rows' INSERT (one execute
+            for one row, one executemany for several: what the library runs)."""
             cur.execute("BEGIN IMMEDIATE")
             try:
-                cur.execute(RAW_UPDATE_COUNTERS, (1, tool_calls, sid))
+                cur.execute(RAW_UPDATE_COUNTERS, (count, tool_calls, sid))
                 if cur.rowcount == 0:
                     raise LookupError(sid)
-                cur.execute(RAW_INSERT, row)
+                if len(rows) == 1:
+                    cur.execute(RAW_INSERT, rows[0])
+                else:
+                    cur.executemany(RAW_INSERT, rows)
                 cur.execute("COMMIT")
             except BaseException:
                 cur.execute("ROLLBACK")
                 raise
+
+        def raw_append(sid: str, tool_calls: int, row: tuple[Any, ...]) -> None:
+            raw_flush(sid, 1, tool_calls, [row])
 
         # Warm every writer (it loads the session's uids once), outside the timing.
         for writer in writers.values():
@@ -115,6 +191,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         assert result.written == 1 and result.error is None, result
         same = check_same_sql(NAME, seen, [RAW_UPDATE_COUNTERS, RAW_INSERT])
         raw_append(sid_one[0], tool_calls_of([warm]), raw_rows(sid_one[0], [warm])[0])
+        # The group path, statement by statement: the same batch into the same session
+        # of both copies (same uids, timestamps and counters, so even the expanded
+        # literals must agree).
+        with trace_sql(store) as lib_seen:
+            result = first.flush(check)
+        assert result.written == size and result.error is None, result
+        with _raw_trace(con) as raw_seen:
+            raw_flush(sid_one[0], size, tool_calls_of(check), raw_rows(sid_one[0], check))
+        same_group = _check_group_sql(lib_seen, raw_seen)
 
         def lib_one(i: int) -> None:
             r = writers[sid_one[i]].flush(blocks[i])
@@ -127,17 +212,45 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 growing.append(m)
                 writer.flush(growing)
 
+        def lib_group(i: int) -> None:
+            writer = writers[sid_group[i]]
+            for batch in lib_groups[i]:
+                r = writer.flush(batch)
+                assert r.written == size and r.error is None, r
+
         def raw_run(batch: list[tuple[str, int, tuple[Any, ...]]]) -> None:
             for sid, tc, row in batch:
                 raw_append(sid, tc, row)
 
+        group_msg = Result(
+            f"flush of {size} (1 txn) vs raw 1 msg/txn",
+            "msg/s",
+            work=per_run,
+            extra={"same_sql": same_group, "flush_size": size},
+        )
+        group_flush = Result(
+            f"flush of {size} (1 txn) vs raw 1 txn/flush",
+            "msg/s",
+            work=per_run,
+            extra={"same_sql": same_group, "flush_size": size},
+        )
+        # library, raw per message, raw per flush; library, ...
+        for i in range(runs):
+            s, _ = timed(lambda i=i: lib_group(i))
+            group_msg.library.append(s)
+            group_flush.library.append(s)
+            s, _ = timed(lambda i=i: raw_run(raw_group_per_msg[i]))
+            group_msg.raw.append(s)
+            s, _ = timed(lambda i=i: [raw_flush(*f) for f in raw_group_per_flush[i]])
+            group_flush.raw.append(s)
+
         one = Result(
-            f"flush, one call, 1 msg/txn ({base // 1000}k in store)",
+            f"flush, one call of {per_run} (1 txn) ({base // 1000}k in store)",
             "msg/s",
             work=per_run,
             extra={"same_sql": same},
         )
-        interleave(one, runs, lib_one, lambda i: raw_run(raw_one[i]))
+        interleave(one, runs, lib_one, lambda i: raw_flush(*raw_one[i]))
         each = Result(
             f"flush per message, list grows to {per_run}",
             "msg/s",
@@ -149,20 +262,31 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         health = store.health()
         lib_count = health.counts["messages"]
         raw_count = con.execute("SELECT count(*) FROM messages").fetchone()[0]
-        expected = base + 1 + 2 * per_run * runs
-        assert lib_count == raw_count == expected, (lib_count, raw_count, expected)
+        lib_expected = base + 1 + size + 3 * per_run * runs
+        raw_expected = lib_expected + per_run * runs  # the group case's two raw sides
+        assert (lib_count, raw_count) == (lib_expected, raw_expected), (lib_count, raw_count)
         assert health.pending_files == 0
         con.close()
         store.close()
 
+    results = [group_msg, group_flush, one, each]
     print_table(
-        f"TranscriptWriter.flush, spool idle, one transaction per message, {runs} "
-        f"interleaved runs of {per_run}",
-        [one, each],
-        {one.name: "target >= 0.75x"},
+        f"TranscriptWriter.flush, spool idle, {runs} interleaved runs of {per_run} messages",
+        results,
+        {
+            group_msg.name: "target >= 2.5x",
+            group_flush.name: "same SQL as the library",
+            each.name: "target >= 0.75x",
+        },
     )
-    data = payload(NAME, {"base": base, "per_run": per_run, "runs": runs}, [one, each])
+    data = payload(
+        NAME,
+        {"base": base, "per_run": per_run, "runs": runs, "flush_size": size},
+        results,
+    )
     write_json(args.json, data)
+    if not same_group:
+        raise SystemExit(f"{NAME}: the group flush's SQL differs from the raw side's")
     return data
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -110,6 +110,14 @@ class WriteCore(Protocol):
         self,
         session_id: str,
         message: Mapping[str, Any],
+        *,
+        policy: RetryPolicy | None = None,
+    ) -> int: ...
+
+    def append_messages(
+        self,
+        session_id: str,
+        messages: Sequence[Mapping[str, Any]],
         *,
         policy: RetryPolicy | None = None,
     ) -> int: ...
@@ -356,6 +364,46 @@ class Database:
 
     def _append_on_driver(self, row: dict[str, Any], calls: int) -> int:
         """One append on the driver's cursor, in its own transaction."""
+        return self._on_driver(lambda cursor: MessageRepository(cursor).append_row(row, calls))
+
+    def append_messages(
+        self,
+        session_id: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        policy: RetryPolicy | None = None,
+    ) -> int:
+        """Append ``messages`` in list order in ONE transaction (retried); returns how many.
+
+        The group commit of a transcript flush: one counters UPDATE for all of them and
+        the INSERTs in order (ids follow the list), on the driver's cursor like
+        :meth:`append_message`, with every failure classified the same way (structural
+        damage quarantines, a lock is retried within the budget, FTS damage detaches the
+        index and the group is replayed without it). Any other error fails the whole
+        group, nothing of it committed; a missing session raises ``NotFoundError``.
+        """
+        sid = check_session_id(session_id)
+        batch = list(messages)
+        if not batch:
+            return 0
+        self.guard.refuse()
+
+        def on_driver() -> int | None:
+            try:
+                return self._on_driver(
+                    lambda cursor: MessageRepository(cursor).append_many(sid, batch)
+                )
+            except self.driver.module.Error as exc:
+                # Classified once, here; a later attempt (after a lock) or the degrade
+                # replays the same group through the unit of work.
+                raise self.failure(exc).error from exc
+
+        return self.write(
+            lambda uow: uow.messages.append_many(sid, batch), policy, first_try=on_driver
+        )
+
+    def _on_driver(self, unit: Callable[[Any], T]) -> T:
+        """``unit(cursor)`` on the driver's cursor in its own BEGIN IMMEDIATE transaction."""
         with self.engine.connect() as conn:
             dbapi = conn.connection.dbapi_connection
             assert dbapi is not None
@@ -363,7 +411,7 @@ class Database:
             try:
                 cursor.execute("BEGIN IMMEDIATE")
                 try:
-                    rowid = MessageRepository(cursor).append_row(row, calls)
+                    result = unit(cursor)
                     cursor.execute("COMMIT")
                 except BaseException:
                     if dbapi.in_transaction:
@@ -372,7 +420,7 @@ class Database:
                     raise
             finally:
                 cursor.close()
-        return rowid
+        return result
 
     # -- reads -------------------------------------------------------------------------
 

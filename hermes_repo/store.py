@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -304,6 +304,19 @@ class StateStore:
         full-text index detaches it and the message is written without it.
         """
         return self.database.append_message(session_id, message, policy=policy)
+
+    def append_messages(
+        self,
+        session_id: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        policy: RetryPolicy | None = None,
+    ) -> int:
+        """Append ``messages`` in list order in one transaction (retried); returns how
+        many. All or nothing: any error that is not retried fails the whole group (see
+        :meth:`Database.append_messages <hermes_repo.database.Database.append_messages>`).
+        """
+        return self.database.append_messages(session_id, messages, policy=policy)
 
     # -- reads -----------------------------------------------------------------------
 

@@ -1,11 +1,12 @@
 """Flush with fallback: every message handed to a flush ends up committed or fsynced.
 
 :class:`TranscriptWriter` persists an agent's growing message list. Each call to
-:meth:`TranscriptWriter.flush` writes the messages that are not durable yet, one small
-transaction each (the store's retry policy replays a locked or read-only write within
-the budget). When a write fails in a way retry cannot fix, the messages not yet
-committed go at once to ``<home>/sessions/<sid>.pending.jsonl`` (fsynced, 0600), which
-:meth:`StateStore.recover_pending` replays exactly once. Without a store (its
+:meth:`TranscriptWriter.flush` writes the messages that are not durable yet in one
+transaction (a group commit; one transaction per message only when the group fails in a
+way one message can cause, see :mod:`.group`); the store's retry policy replays a locked
+or read-only write within the budget. When a write fails in a way retry cannot fix,
+the messages not yet committed go at once to ``<home>/sessions/<sid>.pending.jsonl``
+(fsynced, 0600), which :meth:`StateStore.recover_pending` replays exactly once. Without a store (its
 initialisation failed) every message goes there.
 
 Durability is tracked by **uid**, never by list position: the writer remembers which
@@ -36,9 +37,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.engine import Connection
-
 from ..codec import dumps, escape_surrogates, message_to_row, new_uid
 from ..database import WriteCore
 from ..engine import default_home
@@ -47,16 +45,14 @@ from ..errors import (
     ErrorKind,
     HermesRepoError,
     IntegrityViolation,
-    NotFoundError,
     classify,
     describe,
 )
 from ..ids import validate_session_id
-from ..models import messages_table
 from ..repositories import MessageRepository
 from ..retry import TRANSCRIPT_POLICY, RetryPolicy
-from ..uow import UnitOfWork
 from . import spool
+from .group import SessionWrites
 from .replay import keep_rejected, replay_file
 
 __all__ = ["FlushResult", "Rejection", "TranscriptWriter"]
@@ -163,8 +159,9 @@ class TranscriptWriter:
         """Make every message of ``messages`` durable; see :class:`FlushResult`.
 
         Messages whose uid is already committed are skipped; the others are written in
-        list order, one transaction each, after any spooled backlog of this session
-        (so ids keep the conversation's order). Sets ``uid`` and ``timestamp`` on
+        list order, all in one transaction (one each if that fails in a way a single
+        message can cause), after any spooled backlog of this session (so ids keep the
+        conversation's order). Sets ``uid`` and ``timestamp`` on
         dicts that lack them. Never raises for database or disk trouble, nor for a
         message that can never be stored (not a dict, unknown role, a dict where text
         belongs...): that one is left out, reported in ``rejections`` and kept in
@@ -279,21 +276,11 @@ class TranscriptWriter:
             except Exception as exc:
                 failure = exc
 
-        written: list[str] = []
-        for message in todo:
-            uid = message["uid"]
-            if uid in committed:
-                written.append(uid)  # came in with the backlog
-                continue
-            if failure is not None:
-                break
-            try:
-                self._write_one(store, message)
-            except Exception as exc:  # classified and reported below
-                failure = exc
-                break
-            committed.add(uid)
-            written.append(uid)
+        new = [m for m in todo if m["uid"] not in committed]  # the others came with the backlog
+        if failure is None and new:
+            writes = SessionWrites(store, self.session_id, self.policy, self.source)
+            failure = writes.write(new, committed)  # adds what it commits to committed
+        written = [m["uid"] for m in todo if m["uid"] in committed]
         if failure is None:
             return FlushResult(len(written), 0, written_uids=tuple(written))
         rest = [m for m in todo if m["uid"] not in committed]
@@ -350,36 +337,6 @@ class TranscriptWriter:
                 lambda conn: MessageRepository(conn).uids(sid), self.policy
             )
         return self._committed
-
-    def _uid_stored(self, store: WriteCore, uid: str) -> bool:
-        stmt = select(messages_table.c.id).where(
-            messages_table.c.session_id == self.session_id, messages_table.c.uid == uid
-        )
-
-        def stored(conn: Connection) -> bool:
-            return conn.execute(stmt).first() is not None
-
-        return store.read(stored, self.policy)
-
-    def _write_one(self, store: WriteCore, message: dict[str, Any]) -> None:
-        sid = self.session_id
-
-        def first_message(uow: UnitOfWork) -> int:
-            # The session row is missing: create it and append in one unit.
-            uow.sessions.ensure(sid, source=self.source, started_at=message["timestamp"])
-            return uow.messages.append(sid, message)
-
-        try:
-            try:
-                store.append_message(sid, message, policy=self.policy)
-            except NotFoundError:
-                store.write(first_message, self.policy)
-        except IntegrityViolation:
-            # The uid is already stored (another process recovered our spool file
-            # first): the message is durable, which is all a flush promises.
-            if self._uid_stored(store, message["uid"]):
-                return
-            raise
 
     # -- spool side ------------------------------------------------------------------
 

@@ -1,8 +1,10 @@
 """Crash loop: a writer process killed again and again, the store checked after each.
 
 Modelled on SQLite's own crash tests. A child process (forked) flushes a growing conversation
-through ``TranscriptWriter`` and prints ``OK <uid>`` once a message is committed and
-``FB <uid>`` once it is fsynced in the spool file. Each iteration kills it differently:
+through ``TranscriptWriter``, mostly several new messages a flush (one transaction: the
+group commit), and prints ``OK <uid>`` once a message is committed, ``FB <uid>`` once it
+is fsynced in the spool file, and ``GROUP <n>`` when a flush committed n messages in one
+transaction (SQLite's statement trace counts the commits). Each iteration kills it differently:
 
 * ``kill`` / ``torn``: SIGKILL instead of (or halfway through) SQLite's N-th write (the
   fault injector hooks the unix VFS system calls): N steps through the run for
@@ -39,6 +41,7 @@ from hermes_repo.transcript import spool
 from tests.support.faultinject import FaultInjector, under
 from tests.support.processes import reaped
 from tests.support.spooling import MODULE, check_store, pending_files
+from tests.support.sqltrace import traced, write_commits
 from tests.support.summary import record, stored_counts
 
 ITERATIONS = int(os.environ.get("HERMES_CRASH_ITERATIONS", "25"))
@@ -106,19 +109,26 @@ def child(home: Path, report: Path, mode: str, nth: int, seed: int, count: int) 
             # to initialise, spool everything.
             store = None
         writer = TranscriptWriter(home, f"crash-{seed % 3}", store)
+        tracing = traced(store.engine) if store is not None else contextlib.nullcontext([])
         say("READY")
         messages: list[dict[str, Any]] = []
         i = 0
-        while i < count:
-            for _ in range(rng.choice((1, 1, 2, 3))):
-                messages.append(message(rng, seed, i))
-                i += 1
-            r = writer.flush(messages)
-            lines = [f"OK {u}" for u in r.written_uids] + [f"FB {u}" for u in r.spooled_uids]
-            if r.unsaved:
-                lines.append(f"UNSAVED {r.error}")
-            if lines:
-                say("\n".join(lines))
+        with tracing as seen:
+            while i < count:
+                # Mostly several new messages a flush: the group commit's path.
+                for _ in range(rng.choice((1, 2, 3, 5))):
+                    messages.append(message(rng, seed, i))
+                    i += 1
+                seen.clear()
+                r = writer.flush(messages)
+                lines = [f"OK {u}" for u in r.written_uids]
+                lines += [f"FB {u}" for u in r.spooled_uids]
+                if len(r.written_uids) > 1 and write_commits(seen) == 1:
+                    lines.append(f"GROUP {len(r.written_uids)}")  # n messages, 1 commit
+                if r.unsaved:
+                    lines.append(f"UNSAVED {r.error}")
+                if lines:
+                    say("\n".join(lines))
         say("DONE")
         if store is not None:
             with contextlib.suppress(Exception):  # a persistent fault may fail the close
@@ -150,6 +160,11 @@ def run_child(home: Path, mode: str, nth: int, seed: int, rng: random.Random) ->
     return out
 
 
+def groups(out: str) -> int:
+    """How many flushes committed several messages in one transaction."""
+    return sum(1 for line in out.splitlines() if line.startswith("GROUP "))
+
+
 def reported(out: str) -> tuple[set[str], set[str]]:
     ok: set[str] = set()
     fb: set[str] = set()
@@ -175,6 +190,7 @@ def test_crash_loop(home: Path) -> None:
     committed: set[str] = set()
     spooled: set[str] = set()
     modes_seen: dict[str, int] = {}
+    group_commits = 0
     for it in range(ITERATIONS):
         mode = MODES[it % len(MODES)]
         j = modes_seen.get(mode, 0)
@@ -190,6 +206,7 @@ def test_crash_loop(home: Path) -> None:
             nth = rng.randint(0, 300)
         out = run_child(home, mode, nth, seed=it, rng=rng)
         ok, fb = reported(out)
+        group_commits += groups(out)
         committed |= ok
         spooled |= fb - ok
         if it % 2 == 0:
@@ -225,7 +242,9 @@ def test_crash_loop(home: Path) -> None:
         checked=len(durable & stored_uids.keys()),
         lost=len(durable - stored_uids.keys()),
         duplicated=rows - distinct,
+        group_commits=group_commits,
     )
     assert pending_files(home) == []
     assert durable <= stored_uids.keys()
     assert committed and spooled  # both paths were exercised
+    assert group_commits > 0  # and flushes of several messages in one transaction

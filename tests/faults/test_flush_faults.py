@@ -26,6 +26,7 @@ from tests.support.spooling import (
     stored,
     uids,
 )
+from tests.support.sqltrace import count, traced, write_commits
 
 Msg = dict[str, Any]
 BUDGET = 0.5
@@ -256,7 +257,9 @@ def test_a_message_both_committed_and_spooled_is_recovered_once(store: StateStor
 # -- CORRUPT -------------------------------------------------------------------------
 
 
-def test_damaged_file_diverts_to_the_salvage_file_which_is_never_replayed(home: Path) -> None:
+def test_damaged_file_diverts_to_the_salvage_file_which_is_never_replayed(
+    home: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     with StateStore.open(home) as store:
         store.transcript_writer("late").flush(
             [{"role": "user", "content": f"late {i} " + "pad " * 30} for i in range(600)]
@@ -267,10 +270,14 @@ def test_damaged_file_diverts_to_the_salvage_file_which_is_never_replayed(home: 
     before = damage.file_digest(db)
     store = StateStore.open(home)
     try:
-        messages = convo(2)
-        result = store.transcript_writer("late").flush(messages)
-        assert result.spooled == 2 and result.error is not None
+        messages = convo(4)
+        with traced(store.engine) as seen, caplog.at_level(logging.INFO, logger="hermes_repo"):
+            result = store.transcript_writer("late").flush(messages)
+        assert result.spooled == 4 and result.error is not None
         assert result.error.startswith("corrupt:")
+        # The group's one write attempt; no per-message fallback on a quarantined file.
+        assert count(seen, "BEGIN IMMEDIATE") == 1 and write_commits(seen) == 0
+        assert not any("one per transaction" in r.getMessage() for r in caplog.records)
         assert (home / "sessions" / "late.jsonl").exists()
         assert pending_files(home) == []
         assert store.recover_pending().inserted == 0

@@ -4,7 +4,7 @@ and the store-wide checks every fault test ends with."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -58,8 +58,11 @@ def raw(home: Path, *, timeout: float = 0.0) -> Any:
 
 
 @contextmanager
-def on_store_connections(store: StateStore, *statements: str) -> Iterator[None]:
-    """Run ``statements`` on every connection the store opens while the block runs.
+def on_store_connections(
+    store: StateStore, *statements: str | Callable[[Any], object]
+) -> Iterator[None]:
+    """Run ``statements`` on every connection the store opens while the block runs (a
+    callable is called with the driver connection, for what SQL cannot set).
 
     The pool is emptied on entry and exit, so the store's next write uses a connection
     configured (then no longer configured) this way.
@@ -67,7 +70,10 @@ def on_store_connections(store: StateStore, *statements: str) -> Iterator[None]:
 
     def configure(dbapi_conn: Any, _record: Any) -> None:
         for sql in statements:
-            dbapi_conn.execute(sql)
+            if callable(sql):
+                sql(dbapi_conn)
+            else:
+                dbapi_conn.execute(sql)
 
     event.listen(store.engine, "connect", configure)
     store.engine.dispose()
