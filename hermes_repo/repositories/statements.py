@@ -21,7 +21,7 @@ from sqlalchemy.engine.interfaces import DBAPICursor
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.expression import Executable, TextClause
 
-__all__ = ["Cursor", "Db", "Statement", "execute", "fetch"]
+__all__ = ["Cursor", "Db", "Statement", "execute", "fetch", "rows"]
 
 # Both drivers (sqlite3, pysqlite3) take named parameters (":name") with a mapping.
 _DIALECT = SQLiteDialect_pysqlite(paramstyle="named")
@@ -85,3 +85,17 @@ def fetch(db: Db, sql: str | TextClause, params: Mapping[str, Any]) -> list[Any]
         return list(cursor.fetchall())
     clause = text(sql) if isinstance(sql, str) else sql
     return list(cast(Connection | Session, db).execute(clause, params))
+
+
+def rows(db: Db, stmt: Statement, params: Mapping[str, Any]) -> Sequence[Any]:
+    """Every row of a query defined as a :class:`Statement`, as tuples (or rows that
+    unpack like them).
+
+    On a cursor the rows come in one ``fetchall``: the driver builds them in C, where
+    SQLAlchemy's result fetched and wrapped them one at a time (most of a long load).
+    """
+    if _on_cursor(db):
+        cursor = cast(Cursor, db)
+        cursor.execute(stmt.sql, params)
+        return cursor.fetchall()
+    return cast(Connection | Session, db).execute(stmt.clause, params).all()
