@@ -373,13 +373,17 @@ def _plant(msgs: list[dict[str, Any]], rng: Random) -> None:
         (COMMON_TERM, int(n * COMMON_SHARE)),
         (MID_TERM, int(n * MID_SHARE)),
         (CJK3_TERM, int(n * CJK3_SHARE)),
-        (SELECTIVE_TERM, min(n, max(1, SELECTIVE_HITS * n // MESSAGES))),
     ):
         for i in rng.sample(idx, count):
             text = msgs[i]["content"]
             at = rng.randint(0, len(text))
             sep = "" if term == CJK3_TERM else " "
             msgs[i]["content"] = text[:at] + sep + term + sep + text[at:]
+    # The selective term: about SELECTIVE_HITS rows in the full corpus, however it is cut
+    # into conversations (a share per row, not a count per conversation).
+    for i in idx:
+        if rng.random() < SELECTIVE_HITS / MESSAGES:
+            msgs[i]["content"] += " " + SELECTIVE_TERM
 
 
 def stats(msgs: Sequence[dict[str, Any]]) -> dict[str, Any]:
