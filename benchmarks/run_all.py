@@ -5,8 +5,8 @@
     python benchmarks/run_all.py --json results.json
     python benchmarks/run_all.py --core --dataset realistic --scale 0.25
 
-The core comparisons run on the synthetic and on the realistic corpus
-(corpus_realistic.py); every other script runs once, on its own corpus.
+The core comparisons, flush, recover and replay run on the synthetic and on the
+realistic corpus (corpus_realistic.py); every other script runs once, on its own corpus.
 
 Nothing here asserts anything about time: the machine may be shared and noisy. The
 targets in the summary are informational.
@@ -27,6 +27,9 @@ HERE = Path(__file__).resolve().parent
 # The core comparisons with the library's targets (summarized below), run first; any other
 # benchmarks/bench_*.py follow in name order.
 CORE = ("bench_append.py", "bench_bulk.py", "bench_load.py", "bench_search.py")
+# The scripts that run on each corpus asked for (--dataset); the others run once, on
+# the corpus they build themselves.
+BOTH_CORPORA = (*CORE, "bench_flush.py", "bench_recover.py", "bench_replay.py")
 
 
 def discover() -> list[str]:
@@ -64,8 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="hermes-bench-json-") as tmp:
         for script in scripts:
-            # The core comparisons run on each corpus asked for; the others on their own.
-            datasets = args.dataset if script in CORE else [None]
+            datasets = args.dataset if script in BOTH_CORPORA else [None]
             for dataset in datasets:
                 tag = script if dataset is None else f"{script} --dataset {dataset}"
                 out = Path(tmp) / (tag.replace(" ", "_") + ".json")
