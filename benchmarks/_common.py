@@ -18,7 +18,6 @@ import platform
 import re
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -29,6 +28,7 @@ from random import Random
 from typing import Any
 
 import sqlalchemy
+from corpus_realistic import Layout, RealisticCorpus, layout
 from sqlalchemy import event
 
 from hermes_repo.codec import message_to_row
@@ -39,7 +39,7 @@ from hermes_repo.store import StateStore
 # --------------------------------------------------------------------------------------
 # The SQL the raw side runs. It is written out here on purpose (this is what a hand-written
 # sqlite3 program would send); `check_same_sql` compares it with what the library emits,
-# so a change in the library shows up as a warning instead of a silently unfair number.
+# so a change in the library stops the benchmark instead of giving an unfair number.
 # --------------------------------------------------------------------------------------
 
 # The columns the library inserts: the keys of codec.message_to_row's row, in the table's
@@ -314,34 +314,82 @@ def tool_calls_of(messages: Sequence[Mapping[str, Any]]) -> int:
     return sum(len(m["tool_calls"]) for m in messages if isinstance(m.get("tool_calls"), list))
 
 
+_LITERAL = re.compile(
+    r"'(?:[^']|'')*'"  # a string literal (as the trace expands a bound text)
+    r"|\b[xX]'[0-9a-fA-F]*'"  # a blob literal
+    r"|(?<![\w.])-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w.])"  # a number, not in a name
+    r"|\bNULL\b"
+    r"|:\w+|\?\d*"  # a placeholder, named or not
+)
+
+
 def _norm(sql: str) -> str:
-    return re.sub(r"\s+", " ", sql).strip()
+    """One statement's text with every value and placeholder as ``?``, spaces collapsed.
+
+    The trace callback reports statements with their bound values expanded into literals;
+    statements written with placeholders and the ones written with literals therefore
+    compare equal when they are the same statement, whatever the values.
+    """
+    return re.sub(r"\s+", " ", _LITERAL.sub("?", sql)).strip()
+
+
+class SqlMismatch(SystemExit):
+    """The library ran other SQL than the raw side: the ratio would compare different
+    work, so the benchmark stops (a non-zero exit) instead of reporting it."""
+
+
+def _tracer(seen: list[tuple[str, Any, bool]]) -> Callable[[str], None]:
+    def record(sql: str) -> None:
+        # SQLite reports the statements it runs on its own behalf as "-- ..." (trigger
+        # bodies) or, for FTS5's shadow tables, qualified with the schema as a string
+        # ('main'.'x_config'): work of SQLite, whichever connection first needs it; left out.
+        if not sql.startswith("--") and "'main'." not in sql:
+            seen.append((sql, None, False))
+
+    return record
 
 
 @contextmanager
 def capture_sql(store: StateStore) -> Iterator[list[tuple[str, Any, bool]]]:
-    """Record (statement, parameters, executemany) of everything the store sends."""
+    """Record everything SQLite runs for the store: ``(statement, None, False)`` each.
+
+    A trace callback on every DB-API connection the store's pool hands out, so the
+    statements sent on the driver's cursor (the append and search fast paths) are seen
+    as well as SQLAlchemy's. An ``executemany`` shows as one statement per row. Values
+    are expanded into the text (see :func:`_norm`).
+    """
     seen: list[tuple[str, Any, bool]] = []
+    record = _tracer(seen)
+    traced: list[Any] = []
 
-    def listener(conn: Any, cursor: Any, stmt: str, params: Any, ctx: Any, many: bool) -> None:
-        seen.append((stmt, params, many))
+    def on_checkout(dbapi_conn: Any, _record: Any, _proxy: Any) -> None:
+        dbapi_conn.set_trace_callback(record)
+        traced.append(dbapi_conn)
 
-    event.listen(store.engine, "before_cursor_execute", listener)
+    event.listen(store.engine.pool, "checkout", on_checkout)
     try:
         yield seen
     finally:
-        event.remove(store.engine, "before_cursor_execute", listener)
+        event.remove(store.engine.pool, "checkout", on_checkout)
+        for c in traced:
+            c.set_trace_callback(None)
+
+
+@contextmanager
+def capture_raw_sql(con: Any) -> Iterator[list[tuple[str, Any, bool]]]:
+    """What SQLite runs for a raw DB-API connection (same form as :func:`capture_sql`)."""
+    seen: list[tuple[str, Any, bool]] = []
+    con.set_trace_callback(_tracer(seen))
+    try:
+        yield seen
+    finally:
+        con.set_trace_callback(None)
 
 
 @contextmanager
 def trace_sql(store: StateStore) -> Iterator[list[str]]:
-    """Every statement SQLite runs for the store's connections (sqlite3 trace callback).
-
-    Unlike :func:`capture_sql` this also sees statements sent on the raw DB-API cursor.
-    The statements come with their parameters expanded into literals; the statements
-    SQLite runs on its own behalf (FTS5 shadow-table reads, reported as ``-- ...``) are
-    left out.
-    """
+    """Every statement SQLite runs for the store's connections, as text, filled as they
+    run (values expanded; SQLite's own ``-- ...`` statements left out)."""
     seen: list[str] = []
     traced: list[Any] = []
 
@@ -362,20 +410,44 @@ def trace_sql(store: StateStore) -> Iterator[list[str]]:
             c.set_trace_callback(None)
 
 
+_CONTROL = {"BEGIN", "BEGIN IMMEDIATE", "BEGIN DEFERRED", "COMMIT", "ROLLBACK"}
+
+
+def _statements(items: Sequence[Any]) -> list[str]:
+    out: list[str] = []
+    for item in items:
+        sql = _norm(item[0] if isinstance(item, tuple) else item)
+        if sql.upper() in _CONTROL:
+            continue
+        if out and out[-1] == sql:
+            continue  # one executemany, or a loop of the same statement: one entry
+        out.append(sql)
+    return out
+
+
 def check_same_sql(
-    label: str, captured: Sequence[tuple[str, Any, bool]], expected: Sequence[str]
+    label: str,
+    captured: Sequence[tuple[str, Any, bool]],
+    expected: Sequence[str] | Sequence[tuple[str, Any, bool]],
 ) -> bool:
-    """True if the library sent exactly ``expected`` (transaction control ignored)."""
-    control = {"BEGIN", "BEGIN IMMEDIATE", "COMMIT", "ROLLBACK"}
-    got = [_norm(s) for s, _, _ in captured if _norm(s).upper() not in control]
-    want = [_norm(s) for s in expected]
-    if got != want:
-        print(
-            f"WARNING [{label}]: the library's SQL differs from the raw side's; the ratio "
-            f"compares different work.\n  library: {got}\n  raw:     {want}",
-            file=sys.stderr,
+    """Stop the benchmark unless the library ran exactly the raw side's statements.
+
+    ``captured`` comes from :func:`capture_sql`; ``expected`` is the raw side's SQL
+    (text, or a :func:`capture_raw_sql` capture). Both are normalised (:func:`_norm`);
+    transaction control is ignored, and a run of one statement repeated counts once (an
+    ``executemany`` traces one statement per row). An empty capture is a mismatch too:
+    a check that saw nothing proves nothing. Returns True; a mismatch raises
+    :class:`SqlMismatch` (the script exits with status 1, printing both lists).
+    """
+    got = _statements(captured)
+    want = _statements(expected)
+    if got != want or not got:
+        raise SqlMismatch(
+            f"ERROR [{label}]: the library's SQL differs from the raw side's, so the "
+            "ratio would compare different work; make the raw side run what the library "
+            "runs (or fix the library), then rerun.\n"
+            f"  library: {got}\n  raw:     {want}"
         )
-        return False
     return True
 
 
@@ -530,7 +602,68 @@ def parser(description: str) -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     p.add_argument("--runs", type=int, default=None, help="interleaved runs per side")
     p.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    p.add_argument(
+        "--dataset",
+        choices=DATASETS,
+        default="synthetic",
+        help="synthetic: ~100-character messages; realistic: corpus_realistic.py "
+        "(tool outputs of 1-16 KB, CJK, tool calls)",
+    )
+    p.add_argument(
+        "--scale",
+        type=float,
+        default=None,
+        help="realistic corpus size as a share of its 200k messages (default 1; --quick 0.05)",
+    )
     return p
+
+
+DATASETS = ("synthetic", "realistic")
+
+
+def make_corpus(args: argparse.Namespace) -> Corpus | RealisticCorpus:
+    """The corpus ``--dataset`` names; both have ``messages(n, seed_offset=, plant=)``."""
+    return RealisticCorpus() if args.dataset == "realistic" else Corpus()
+
+
+def scale_of(args: argparse.Namespace) -> float:
+    """The realistic corpus' scale (``--scale``; 0.05 with ``--quick``, else 1)."""
+    if args.scale is not None:
+        return float(args.scale)
+    return 0.05 if args.quick else 1.0
+
+
+def fill_realistic(store: StateStore, plan: Layout, *, chunk: int = 2000) -> RealisticCorpus:
+    """Create ``plan``'s sessions and append their realistic conversations
+    (``append_many``, at most ``chunk`` messages per transaction)."""
+    corpus = RealisticCorpus()
+    with store.unit_of_work() as uow:
+        for i, sid in enumerate(plan.ids):
+            uow.sessions.create("bench", id=sid, started_at=1_730_000_000.0 + i)
+        uow.commit()
+    for sid, msgs in corpus.conversations(plan):
+        for start in range(0, len(msgs), chunk):
+            with store.unit_of_work() as uow:
+                uow.messages.append_many(sid, msgs[start : start + chunk])
+                uow.commit()
+    return corpus
+
+
+def realistic_store(home: Path, scale: float) -> tuple[StateStore, Layout]:
+    """A migrated store holding the realistic corpus at ``scale`` (for the search and
+    flush benchmarks: ``realistic_store(ws.home("lib"), scale_of(args))``); the long
+    session is ``corpus_realistic.LONG_SESSION``."""
+    plan = layout(scale)
+    store = new_store(home)
+    fill_realistic(store, plan)
+    return store, plan
+
+
+def dataset_label(args: argparse.Namespace) -> str:
+    """How a result names its corpus (appended to the case name)."""
+    if args.dataset == "realistic":
+        return f"realistic x{scale_of(args):g}"
+    return "synthetic"
 
 
 def payload(name: str, params: dict[str, Any], results: Sequence[Result]) -> dict[str, Any]:

@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from _common import (
-    Corpus,
     environment,
     fill,
+    make_corpus,
     new_store,
     parser,
     raw_connect,
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = p.parse_args(argv)
     sizes = sorted(args.sizes or ([10_000, 20_000] if args.quick else [50_000, 100_000, 200_000]))
     runs = args.runs or (1 if args.quick else 2)
-    corpus = Corpus()
+    corpus = make_corpus(args)
     rows: list[dict[str, Any]] = []
 
     with workspace() as ws:
@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     _print(rows)
     data = {
         "benchmark": NAME,
-        "params": {"sizes": sizes, "runs": runs},
+        "params": {"sizes": sizes, "runs": runs, "dataset": args.dataset},
         "environment": environment(),
         "results": rows,
     }

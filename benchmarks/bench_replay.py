@@ -27,11 +27,11 @@ from _common import (
     INSERT_COLUMNS,
     RAW_INSERT,
     RAW_UPDATE_COUNTERS,
-    Corpus,
     Result,
     Sample,
     checkpoint,
     copy_db,
+    make_corpus,
     new_store,
     parser,
     payload,
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     base = args.base or (10_000 if args.quick else 100_000)
     sizes = [base // 10, base // 2, base]
     runs = args.runs or (1 if args.quick else 3)
-    corpus = Corpus()
+    corpus = make_corpus(args)
 
     results: list[Result] = []
     with workspace() as ws:
@@ -185,7 +185,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"{runs} run(s) each (ms, lower is better)",
         results,
     )
-    data = payload(NAME, {"base": base, "sizes": sizes, "runs": runs}, results)
+    params = {"base": base, "sizes": sizes, "runs": runs, "dataset": args.dataset}
+    data = payload(NAME, params, results)
     write_json(args.json, data)
     return data
 

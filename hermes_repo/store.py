@@ -25,7 +25,7 @@ from .health import StoreHealth, journal_notes, store_health
 from .hermes_import import HermesImportReport, import_hermes_db
 from .holders import HolderLock
 from .ids import check_session_id
-from .repositories import MessageRepository, SearchHit
+from .repositories import SearchHit
 from .retry import RetryPolicy, run_with_retry
 from .schema.fts_rebuild import RebuildOutcome
 from .transcript.reconcile import reconcile_session
@@ -355,10 +355,8 @@ class StateStore:
                 self.read_policy,
             )
             return Conversation(messages=result.messages, repairs=result.repairs)
-        messages = self.read(
-            lambda s: MessageRepository(s).list(
-                session_id, include_inactive=include_inactive, with_ids=with_ids
-            )
+        messages = self.database.load_messages(
+            session_id, include_inactive=include_inactive, with_ids=with_ids
         )
         return Conversation(messages=messages, repairs=0)
 

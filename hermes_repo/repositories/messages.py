@@ -19,7 +19,7 @@ from ..codec import (
 from ..errors import NotFoundError
 from ..ids import check_session_id
 from ..models import messages_table, sessions_table
-from .statements import Db, Statement, execute
+from .statements import Db, Statement, execute, rows
 
 __all__ = ["BUMP_COUNTERS_SQL", "INSERT_MESSAGE_SQL", "MessageRepository"]
 
@@ -52,13 +52,35 @@ _recount = text(
 )
 
 
+# The session's messages in replay order, one statement per shape of the read (archived
+# rows or not, after an id or not, a limit or not), compiled once on first use.
+_LISTS: dict[tuple[bool, bool, bool], Statement] = {}
+
+
+def _list_statement(include_inactive: bool, after: bool, limit: bool) -> Statement:
+    key = (include_inactive, after, limit)
+    stmt = _LISTS.get(key)
+    if stmt is None:
+        query = select(*_columns).where(_messages.c.session_id == bindparam("sid"))
+        if not include_inactive:
+            query = query.where(_messages.c.active == bindparam("active"))
+        if after:
+            query = query.where(_messages.c.id > bindparam("after_id"))
+        query = query.order_by(_messages.c.id)
+        if limit:
+            # An explicit offset: SQLite's LIMIT renders one, which a cursor must be given.
+            query = query.limit(bindparam("limit")).offset(bindparam("offset"))
+        stmt = _LISTS[key] = Statement(query)
+    return stmt
+
+
 class MessageRepository:
     """Reads and writes ``messages`` rows inside the caller's transaction.
 
     Appends keep the session's counters (active messages, tool calls) in step in the same
     transaction, so a listing never disagrees with the transcript. The appends also run
-    on a driver cursor (see :mod:`.statements`: the store's one-message fast path); the
-    other methods need SQLAlchemy.
+    on a driver cursor (see :mod:`.statements`: the store's one-message fast path), and
+    so does :meth:`list` (the store's load path); the other methods need SQLAlchemy.
     """
 
     def __init__(self, db: Db) -> None:
@@ -124,17 +146,19 @@ class MessageRepository:
         after_id: int | None = None,
         limit: int | None = None,
     ) -> list[dict[str, Any]]:
-        """The session's messages in replay order (by id); active ones unless asked."""
-        stmt = select(*_columns).where(_messages.c.session_id == session_id)
-        if not include_inactive:
-            stmt = stmt.where(_messages.c.active == 1)
+        """The session's messages in replay order (by id); active ones unless asked.
+
+        Runs on a driver cursor too (the store's load path).
+        """
+        stmt = _list_statement(include_inactive, after_id is not None, limit is not None)
+        params: dict[str, Any] = {"sid": session_id, "active": 1}
         if after_id is not None:
-            stmt = stmt.where(_messages.c.id > after_id)
-        stmt = stmt.order_by(_messages.c.id)
+            params["after_id"] = after_id
         if limit is not None:
-            stmt = stmt.limit(limit)
-        rows = self._session.execute(stmt)
-        return [row_to_message(r, with_ids=with_ids) for r in rows]
+            params["limit"] = limit
+            params["offset"] = 0
+        convert = row_to_message
+        return [convert(r, with_ids=with_ids) for r in rows(self._db, stmt, params)]
 
     def states(self, session_id: str) -> dict[str, tuple[int, str | None]]:
         """Every stored uid of the session with its ``active`` flag and archive reason."""
