@@ -150,8 +150,41 @@ def _merge(
     return merged[:limit]
 
 
+# The keyset bound of an unbounded newest-first query: above every rowid.
+_ABOVE_ALL = 2**63 - 1
+
 _PROBE = (
     "SELECT count(*) FROM (SELECT 1 FROM messages_fts WHERE messages_fts MATCH :phrase LIMIT :n)"
+)
+
+
+# Rank the CANDIDATE_CAP newest matches by bm25, snippets cut in the same scan.
+_RANK_ALL = (
+    "SELECT c.id, c.session_id, c.role, c.snip, c.timestamp FROM ("
+    " SELECT m.id AS id, m.session_id AS session_id, m.role AS role,"
+    " m.timestamp AS timestamp, bm25(messages_fts) AS score, {snip} AS snip"
+    " FROM messages_fts JOIN messages AS m ON m.id = messages_fts.rowid"
+    " WHERE messages_fts MATCH :match{filters}"
+    " ORDER BY messages_fts.rowid DESC LIMIT :cap"
+    ") AS c ORDER BY c.score, c.id DESC LIMIT :limit"
+)
+# The same ranking; snippets only for the top :limit, from a second scan of the
+# candidates' rowid range (MATERIALIZED keeps SQLite from turning that scan into one
+# full-text query per row, and ``+`` keeps the IN list out of the index constraints).
+_RANK_TOP = (
+    "WITH c AS MATERIALIZED ("
+    " SELECT messages_fts.rowid AS id, bm25(messages_fts) AS score"
+    " FROM messages_fts JOIN messages AS m ON m.id = messages_fts.rowid"
+    " WHERE messages_fts MATCH :match{filters}"
+    " ORDER BY messages_fts.rowid DESC LIMIT :cap),"
+    " t AS MATERIALIZED (SELECT id, score FROM c ORDER BY score, id DESC LIMIT :limit),"
+    " s AS MATERIALIZED ("
+    " SELECT messages_fts.rowid AS id, {snip} AS snip FROM messages_fts"
+    " WHERE messages_fts MATCH :match AND messages_fts.rowid >= (SELECT min(id) FROM t)"
+    " AND +messages_fts.rowid IN (SELECT id FROM t))"
+    " SELECT m.id, m.session_id, m.role, s.snip, m.timestamp"
+    " FROM t JOIN s ON s.id = t.id JOIN messages AS m ON m.id = t.id"
+    " ORDER BY t.score, t.id DESC"
 )
 
 
@@ -178,13 +211,21 @@ class SearchRepository:
         role: str | None = None,
         include_inactive: bool = False,
         use_fts: bool = True,
+        before_id: int | None = None,
     ) -> list[SearchHit]:
-        """Search; ``use_fts=False`` answers from the canonical rows alone (LIKE)."""
+        """Search; ``use_fts=False`` answers from the canonical rows alone (LIKE).
+
+        ``before_id`` None: the relevance policy (module docstring). An int: a keyset
+        page, the hits with ``message_id < before_id``, newest first, ``limit`` of them.
+        """
         terms = parse_query(query)
         if not terms or limit <= 0:
             return []
         filters, params = self._filters(session_id, role, include_inactive)
         params["limit"] = int(limit)
+        paged = before_id is not None
+        if paged:
+            params["before"] = int(before_id)  # type: ignore[arg-type]
         if not use_fts:
             return self._like(terms, filters, params)
         cjk = any(fts.has_cjk(t) for t in terms)
@@ -194,10 +235,15 @@ class SearchRepository:
             # unicode61, and the trigram index skips most tool rows: it is checked with
             # LIKE on the rows the word index finds, which covers every role.
             signs = [t for t in terms if not _has_word_char(t)]
-            hits = self._words(word_terms, signs, filters, params)
-            hits = _merge(hits, self._beyond_cap(_WORDS, terms, filters, params), limit)
+            hits = self._word_hits(word_terms, signs, terms, filters, params)
             if hits or any(len(t) < 3 for t in word_terms):
                 return hits
+            if paged:
+                # The fallback is decided for the whole query, never per page: a word
+                # query with hits older than this page has simply run out of them.
+                first = {k: v for k, v in params.items() if k != "before"}
+                if self._word_hits(word_terms, signs, terms, filters, {**first, "limit": 1}):
+                    return []
         elif not cjk:
             # Only signs: no index holds them for every role (tool rows without CJK are
             # not in the trigram index), so the rows are scanned, newest first.
@@ -227,6 +273,20 @@ class SearchRepository:
             params["role"] = scrub(role)
         return "".join(f" AND {c}" for c in clauses), params
 
+    def _word_hits(
+        self,
+        word_terms: list[str],
+        signs: list[str],
+        terms: list[str],
+        filters: str,
+        params: dict[str, Any],
+    ) -> list[SearchHit]:
+        """The word index's hits merged with those of the rows beyond its cap."""
+        paged = "before" in params
+        hits = self._words(word_terms, signs, filters, params)
+        more = self._beyond_cap(_WORDS, terms, filters, params)
+        return _merge(hits, more, params["limit"], by_recency=paged)
+
     def _run(self, sql: str, params: dict[str, Any]) -> list[SearchHit]:
         rows = self._rows(sql, params)
         return [SearchHit(int(r[0]), r[1], r[2], r[3] or "", float(r[4])) for r in rows]
@@ -246,31 +306,40 @@ class SearchRepository:
             f"snippet(messages_fts, -1, '{SNIPPET_OPEN}', '{SNIPPET_CLOSE}', '…',"
             f" {_SNIPPET_TOKENS})"
         )
-        if any(self._more_hits_than(p, RANK_CUTOFF) for p in phrases):
-            # bm25 visits every row of every term before it scores one candidate: past
-            # a few thousand hits that alone costs milliseconds, so newest first.
-            sql = (
-                f"SELECT m.id, m.session_id, m.role, {snip}, m.timestamp"
-                " FROM messages_fts JOIN messages AS m ON m.id = messages_fts.rowid"
-                f" WHERE messages_fts MATCH :match{filters}"
-                " ORDER BY messages_fts.rowid DESC LIMIT :limit"
-            )
-            return self._run(sql, params)
-        sql = (
-            "SELECT c.id, c.session_id, c.role, c.snip, c.timestamp FROM ("
-            " SELECT m.id AS id, m.session_id AS session_id, m.role AS role,"
-            f" m.timestamp AS timestamp, bm25(messages_fts) AS score, {snip} AS snip"
+        newest = (
+            f"SELECT m.id, m.session_id, m.role, {snip}, m.timestamp"
             " FROM messages_fts JOIN messages AS m ON m.id = messages_fts.rowid"
             f" WHERE messages_fts MATCH :match{filters}"
-            " ORDER BY messages_fts.rowid DESC LIMIT :cap"
-            ") AS c ORDER BY c.score, c.id DESC LIMIT :limit"
+            " AND messages_fts.rowid < :before"
+            " ORDER BY messages_fts.rowid DESC LIMIT :limit"
         )
-        return self._run(sql, {**params, "cap": CANDIDATE_CAP})
+        if "before" in params:
+            return self._run(newest, params)
+        counts = [self._hit_count(p, RANK_CUTOFF + 1) for p in phrases]
+        if max(counts) > RANK_CUTOFF:
+            # bm25 visits every row of every term before it scores one candidate: past
+            # RANK_CUTOFF hits that alone costs more than the rest of the query.
+            return self._run(newest, {**params, "before": _ABOVE_ALL})
+        if min(counts) <= params["limit"]:
+            # Every hit is returned: one scan ranks them and cuts each one's snippet.
+            sql = _RANK_ALL.format(snip=snip, filters=filters)
+        else:
+            # The snippet (which tokenizes the whole row) is cut for the returned rows
+            # only, not for every candidate: a second scan of the candidates' rowid range.
+            sql = _RANK_TOP.format(snip=snip, filters=filters)
+        ranked = self._run(sql, {**params, "cap": CANDIDATE_CAP})
+        want = params["limit"]
+        if want <= CANDIDATE_CAP or len(ranked) < CANDIDATE_CAP:
+            return ranked
+        # The cap bounds what is ranked, never what a caller gets: the hits older than
+        # the oldest candidate follow, newest first.
+        oldest = min(h.message_id for h in ranked)
+        rest = self._run(newest, {**params, "before": oldest, "limit": want - len(ranked)})
+        return ranked + rest
 
-    def _more_hits_than(self, phrase: str, n: int) -> bool:
-        """Whether one term matches more than ``n`` rows (counting stops at n + 1)."""
-        found = self._rows(_PROBE, {"phrase": phrase, "n": n + 1})[0][0]
-        return int(found) > n
+    def _hit_count(self, phrase: str, n: int) -> int:
+        """How many rows one term matches, counting stops at ``n``."""
+        return int(self._rows(_PROBE, {"phrase": phrase, "n": n})[0][0])
 
     def _trigram(
         self, long_terms: list[str], short: list[str], filters: str, params: dict[str, Any]
@@ -286,7 +355,8 @@ class SearchRepository:
             f" {_SNIPPET_TOKENS}), m.timestamp"
             " FROM messages_fts_trigram JOIN messages AS m ON m.id = messages_fts_trigram.rowid"
             f" WHERE messages_fts_trigram MATCH :match{filters}{likes}"
-            " ORDER BY messages_fts_trigram.rowid DESC LIMIT :limit"
+            + (" AND messages_fts_trigram.rowid < :before" if "before" in params else "")
+            + " ORDER BY messages_fts_trigram.rowid DESC LIMIT :limit"
         )
         return self._run(sql, params)
 
@@ -314,7 +384,8 @@ class SearchRepository:
             f"SELECT m.id, m.session_id, m.role, {start}, substr({body}, {start},"
             f" length(:first) + {2 * _WINDOW_CHARS} + 1), length({body}), m.timestamp"
             f" FROM messages AS m WHERE {where}{filters}{likes}"
-            " ORDER BY m.id DESC LIMIT :limit"
+            + (" AND m.id < :before" if "before" in params else "")
+            + " ORDER BY m.id DESC LIMIT :limit"
         )
         hits = []
         for r in self._rows(sql, params):
