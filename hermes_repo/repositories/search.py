@@ -59,7 +59,7 @@ __all__ = [
 
 CANDIDATE_CAP = 200
 # A term with more hits than this is not ranked: results come newest first.
-RANK_CUTOFF = 5000
+RANK_CUTOFF = 2000
 MAX_QUERY_CHARS = 1000
 SNIPPET_OPEN = ">>>"
 SNIPPET_CLOSE = "<<<"
