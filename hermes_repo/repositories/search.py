@@ -8,15 +8,24 @@ strings, so nothing a user types (quotes, ``NEAR(``, ``*``, ``-``, ``:``, ``^``,
 
 Routing:
 
-* words (no CJK): the unicode61 index. A common term can have 150k hits, and a bm25
-  sort over all of them costs ~200 ms, so ranking is bounded: the candidates are the
-  most recent :data:`CANDIDATE_CAP` matches (FTS5 yields them in rowid order for almost
-  nothing), ranked by bm25. bm25 still reads every row of each term to weigh it, so a
-  query with a term of more than :data:`RANK_CUTOFF` hits (a cheap bounded count tells)
-  is not ranked at all: its results come newest first. A word query with no hit and
-  terms of 3+ characters falls back to substring search. A term without letters or
-  digits (emoji, ``?``, U+FFFD), which unicode61 drops, becomes an escaped LIKE
-  condition on the rows the word index finds, so it narrows the hits in every role.
+* words (no CJK): the unicode61 index, ranked within bounds. A bounded count of each
+  term's rows (it stops at :data:`RANK_CUTOFF` + 1) decides:
+
+  - every term has at most :data:`RANK_CUTOFF` hits: the candidates are the most
+    recent :data:`CANDIDATE_CAP` matches (after the filters), ordered by bm25 (ties:
+    newest first); snippets are cut for the returned rows only. With a ``limit`` above
+    :data:`CANDIDATE_CAP`, the hits older than the oldest candidate follow, newest
+    first: the cap bounds what is ranked, never what a caller gets.
+  - a term has more: no ranking, every hit newest first. FTS5's bm25 walks every row
+    of every term to weigh it (whatever the candidate set), and so does the count:
+    bounding both by RANK_CUTOFF keeps every term frequency within a small factor of a
+    selective term's time (no cliff at the cutoff).
+
+  The count is of each term's rows in the whole index, before the filters. A word
+  query with no hit and terms of 3+ characters falls back to substring search. A term
+  without letters or digits (emoji, ``?``, U+FFFD), which unicode61 drops, becomes an
+  escaped LIKE condition on the rows the word index finds, so it narrows the hits in
+  every role.
 * Only such terms (no word, no CJK): a LIKE scan of every row, newest first; the
   trigram index would miss the tool rows it does not hold.
 * CJK text and substrings: the trigram index for terms of 3+ characters, most recent
@@ -24,6 +33,10 @@ Routing:
   conditions, alone or on top of the trigram candidates. The trigram index holds tool
   rows only when they carry CJK text, so a CJK query finds tool output too, while a
   substring query without CJK restricted to tool rows is a LIKE scan.
+* Paging (``before_id``): every route above, newest first by message id, restricted
+  to ``message_id < before_id`` (FTS-native ``rowid < ?``), ``limit`` rows; never
+  ranked. Whether a word query falls back to substring search is decided for the
+  whole query (a page past its last word hit is empty), so pages never mix the two.
 * Text beyond an index's cap (``fts.WORD_CAP``, ``fts.TRIGRAM_CAP`` characters of a
   row): the rows longer than the cap, listed by a partial index, are scanned with an
   escaped LIKE and their hits merged in (newest first; after the ranked hits of a
@@ -33,7 +46,6 @@ Routing:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +54,16 @@ from sqlalchemy.engine import Connection
 from ..codec import scrub
 from ..schema import fts
 from ..schema.fts import text_projection
+from .search_query import (
+    MAX_QUERY_CHARS,
+    SNIPPET_CLOSE,
+    SNIPPET_OPEN,
+    fts_phrase,
+    has_word_char,
+    like_pattern,
+    like_snippet,
+    parse_query,
+)
 from .statements import Cursor, fetch
 
 __all__ = [
@@ -60,13 +82,7 @@ __all__ = [
 CANDIDATE_CAP = 200
 # A term with more hits than this is not ranked: results come newest first.
 RANK_CUTOFF = 2000
-MAX_QUERY_CHARS = 1000
-SNIPPET_OPEN = ">>>"
-SNIPPET_CLOSE = "<<<"
 _SNIPPET_TOKENS = 12
-_SNIPPET_CHARS = 40
-
-_TERM = re.compile(r'"([^"]+)"|(\S+)')
 _WORDS, _TRIGRAM = fts.INDEXES
 
 
@@ -79,54 +95,6 @@ class SearchHit:
     role: str
     snippet: str
     timestamp: float
-
-
-def parse_query(query: str) -> list[str]:
-    """Split user text into terms; never fails, whatever the text."""
-    terms = []
-    # A NUL ends a C string: FTS5 would see an unterminated phrase. A lone surrogate
-    # cannot be sent to SQLite: it becomes U+FFFD, as in the stored searchable text.
-    for quoted, bare in _TERM.findall(scrub(query[:MAX_QUERY_CHARS]).replace("\x00", " ")):
-        term = (quoted or bare).strip()
-        if term:
-            terms.append(term)
-    return terms
-
-
-def fts_phrase(term: str) -> str:
-    """A term as an FTS5 string literal: matched as a phrase, never as syntax."""
-    return '"' + term.replace('"', '""') + '"'
-
-
-def like_pattern(term: str) -> str:
-    """A term as a LIKE pattern matching it as a substring, with ``\\`` as the escape."""
-    escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
-
-
-def _has_word_char(term: str) -> bool:
-    return any(ch.isalnum() for ch in term)
-
-
-def _like_snippet(content: str | None, terms: list[str]) -> str:
-    if not content:
-        return ""
-    low = content.lower()
-    for term in terms:
-        at = low.find(term.lower())
-        if at >= 0:
-            start = max(0, at - _SNIPPET_CHARS)
-            end = min(len(content), at + len(term) + _SNIPPET_CHARS)
-            return (
-                ("…" if start else "")
-                + content[start:at]
-                + SNIPPET_OPEN
-                + content[at : at + len(term)]
-                + SNIPPET_CLOSE
-                + content[at + len(term) : end]
-                + ("…" if end < len(content) else "")
-            )
-    return content[: 2 * _SNIPPET_CHARS]
 
 
 # Characters of context read around a LIKE hit's first term (the snippet is cut from it).
@@ -229,12 +197,12 @@ class SearchRepository:
         if not use_fts:
             return self._like(terms, filters, params)
         cjk = any(fts.has_cjk(t) for t in terms)
-        word_terms = [t for t in terms if _has_word_char(t)]
+        word_terms = [t for t in terms if has_word_char(t)]
         if not cjk and word_terms:
             # A token without letters or digits (emoji, "?", U+FFFD) is no word to
             # unicode61, and the trigram index skips most tool rows: it is checked with
             # LIKE on the rows the word index finds, which covers every role.
-            signs = [t for t in terms if not _has_word_char(t)]
+            signs = [t for t in terms if not has_word_char(t)]
             hits = self._word_hits(word_terms, signs, terms, filters, params)
             if hits or any(len(t) < 3 for t in word_terms):
                 return hits
@@ -390,7 +358,7 @@ class SearchRepository:
         hits = []
         for r in self._rows(sql, params):
             window, first, total = r[4] or "", int(r[3] or 1), int(r[5] or 0)
-            snippet = _like_snippet(window, terms)
+            snippet = like_snippet(window, terms)
             if first > 1 and not snippet.startswith("…"):
                 snippet = "…" + snippet
             if first - 1 + len(window) < total and not snippet.endswith("…"):
