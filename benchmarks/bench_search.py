@@ -363,7 +363,10 @@ def sweep_main(args: Any) -> dict[str, Any]:
         con.close()
         store.close()
     steps = range(len(freqs))
-    ms = {k: {v: statistics.median(samples[(k, v)]) for v in SWEEP_VARIANTS} for k in steps}
+    # The best of the interleaved runs: on a shared machine other processes only ever
+    # add time, and the median then measures the neighbours (both kept in the JSON).
+    ms = {k: {v: min(samples[(k, v)]) for v in SWEEP_VARIANTS} for k in steps}
+    medians = {k: {v: statistics.median(samples[(k, v)]) for v in SWEEP_VARIANTS} for k in steps}
     sel = ms[1]["library search"]  # the selective term: 10 hits at every size
     worst = max(ms[k]["library search"] for k in steps) / sel
     worst_page = max(ms[k]["library page"] for k in steps) / ms[1]["library page"]
@@ -381,7 +384,7 @@ def sweep_main(args: Any) -> dict[str, Any]:
                 freqs,
                 {v: [ms[k][v] for k in steps] for v in SWEEP_VARIANTS},
                 x_label="hits of the term (log scale)",
-                y_label="ms per query (median)",
+                y_label=f"ms per query (best of {runs} runs)",
                 guide=("3x the selective term", 3 * sel),
             )
         )
@@ -389,7 +392,9 @@ def sweep_main(args: Any) -> dict[str, Any]:
         "benchmark": NAME + "-sweep",
         "params": {"size": size, "runs": runs, "rank_cutoff": RANK_CUTOFF},
         "environment": environment(),
-        "results": [{"hits": f, "ms": ms[k]} for k, f in enumerate(freqs)],
+        "results": [
+            {"hits": f, "ms_best": ms[k], "ms_median": medians[k]} for k, f in enumerate(freqs)
+        ],
         "targets": {
             "slowest_over_selective": worst,
             "slowest_over_selective_page": worst_page,
@@ -413,8 +418,7 @@ def _print_sweep(size: int, runs: int, freqs: list[int], ms: dict[int, dict[str,
     from rich.table import Table
 
     table = Table(
-        title=f"search sweep on {size:,} messages, ms per query"
-        f" (median of {runs} interleaved runs)",
+        title=f"search sweep on {size:,} messages, ms per query (best of {runs} interleaved runs)",
         title_justify="left",
     )
     for col in ("hits", *SWEEP_VARIANTS, "search / raw", "page / raw"):
