@@ -33,6 +33,12 @@ from .errors import (
 from .hermes_import import HermesImportReport
 from .holders import StoreHeldError
 from .repositories import SearchHit
+from .repositories.search_paging import (
+    MAX_SEARCH_LIMIT,
+    SearchCursorError,
+    SearchLimitError,
+    SearchPage,
+)
 from .store import Conversation, StateStore, StoreHealth
 from .transcript.reconcile import ReconcileConflict
 from .transcript.replay import ReplayReport
@@ -94,6 +100,7 @@ def __getattr__(name: str) -> Any:
 RecoveryReport = ReplayReport
 
 __all__ = [
+    "MAX_SEARCH_LIMIT",
     "BackupSpaceError",
     "ConfigurationError",
     "Conversation",
@@ -119,7 +126,10 @@ __all__ = [
     "ReplayReport",
     "SalvageError",
     "SchemaMismatchError",
+    "SearchCursorError",
     "SearchHit",
+    "SearchLimitError",
+    "SearchPage",
     "SearchQueryError",
     "SessionInfo",
     "SnapshotBusyError",

@@ -490,10 +490,12 @@ class Database:
         session_id: str | None = None,
         role: str | None = None,
         include_inactive: bool = False,
+        before_id: int | None = None,
     ) -> list[SearchHit]:
         """Full-text search (see :meth:`StateStore.search`): tried once on the driver's
         cursor; a damaged index met there is detached once and the search answers from
-        the canonical rows."""
+        the canonical rows. ``before_id``: a keyset page (see
+        :meth:`SearchRepository.search`)."""
 
         def run(conn: Connection, *, use_fts: bool) -> list[SearchHit]:
             dbapi = conn.connection.dbapi_connection
@@ -507,6 +509,7 @@ class Database:
                     role=role,
                     include_inactive=include_inactive,
                     use_fts=use_fts and self._fts_is_live(conn, cursor),
+                    before_id=before_id,
                 )
             finally:
                 cursor.close()

@@ -26,6 +26,7 @@ from .hermes_import import HermesImportReport, import_hermes_db
 from .holders import HolderLock
 from .ids import check_session_id
 from .repositories import SearchHit
+from .repositories.search_paging import SearchPage, check_limit, page_through
 from .retry import RetryPolicy, run_with_retry
 from .schema.fts_rebuild import RebuildOutcome
 from .transcript.reconcile import reconcile_session
@@ -373,10 +374,54 @@ class StateStore:
 
         While the index is detached (damaged, awaiting a rebuild) answers come from the
         canonical rows through an escaped LIKE scan, in the same shape.
+
+        ``limit`` is honoured up to :data:`~hermes_repo.repositories.search_paging.MAX_SEARCH_LIMIT`
+        (above it :class:`SearchLimitError`); word queries come ranked among the most
+        recent matches first, then the older hits newest first. Every hit is reachable
+        with :meth:`search_page`.
         """
+        check_limit(limit)
         return self.database.search(
             query,
             limit=limit,
+            session_id=session_id,
+            role=role,
+            include_inactive=include_inactive,
+        )
+
+    def search_page(
+        self,
+        query: str,
+        *,
+        limit: int = 20,
+        cursor: str | None = None,
+        session_id: str | None = None,
+        role: str | None = None,
+        include_inactive: bool = False,
+    ) -> SearchPage:
+        """One page of every hit of ``query``, newest first by message id.
+
+        Pass the returned ``cursor`` back for the next page (None: the last page was
+        returned); a cursor of another query or filters is refused with
+        :class:`SearchCursorError`. Each page is one bounded query, so walking all hits
+        of a common word costs the same per page as a rare one. Example::
+
+            page = store.search_page("sqlite", limit=50)
+            while page.cursor:
+                page = store.search_page("sqlite", limit=50, cursor=page.cursor)
+        """
+        return page_through(
+            lambda limit, before_id: self.database.search(
+                query,
+                limit=limit,
+                session_id=session_id,
+                role=role,
+                include_inactive=include_inactive,
+                before_id=before_id,
+            ),
+            query,
+            limit=limit,
+            cursor=cursor,
             session_id=session_id,
             role=role,
             include_inactive=include_inactive,

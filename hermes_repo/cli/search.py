@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..models import ROLES
+from ..repositories.search_paging import SearchPage
 from ._options import include_inactive_option, json_option, limit_option, session_option
 from ._output import echo_json, format_time, snippet_text, stdout_console
 
@@ -26,6 +27,17 @@ __all__ = ["search_command"]
 @session_option("Only messages of this session.")
 @click.option("--role", type=click.Choice(ROLES), help="Only messages with this role.")
 @include_inactive_option("Also search archived audit rows (taken out by repair).")
+@click.option(
+    "--cursor",
+    metavar="C",
+    help="Page through every hit, newest first: the page after cursor C (printed with each page).",
+)
+@click.option(
+    "--page",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Page through every hit, newest first: the N-th page of --limit hits.",
+)
 @json_option()
 @click.pass_obj
 def search_command(
@@ -35,6 +47,8 @@ def search_command(
     session_id: str | None,
     role: str | None,
     include_inactive: bool,
+    cursor: str | None,
+    page: int | None,
     as_json: bool,
 ) -> None:
     """Search message text; every word of QUERY must match.
@@ -45,27 +59,53 @@ def search_command(
     relevance among the most recent matches; the hit is marked >>> like this <<< in
     --json snippets and highlighted in the table. If the full-text index is damaged the
     search still answers, from the messages themselves. Put `--` before a query
-    that starts with "-".
+    that starts with "-". --limit is at most 1000: every hit is reachable by paging
+    (--page N, or --cursor C with the cursor the previous page printed), newest first;
+    with --json a page is {"hits": [...], "cursor": C or null}.
 
     \b
     Example:
       hermes-repo search "journal_mode" --role assistant --limit 5
       hermes-repo search 京都 --json
       hermes-repo search -- "-fsync"
+      hermes-repo search sqlite --limit 50 --page 3
+      hermes-repo search sqlite --limit 50 --cursor czEuMTIzNDUuYWJj...
     """
-    hits = state.store.search(
-        query,
-        limit=limit,
-        session_id=session_id,
-        role=role,
-        include_inactive=include_inactive,
-    )
+    if cursor is not None and page is not None:
+        raise click.UsageError("give one of --cursor and --page: a cursor already names a page")
+    paged = cursor is not None or page is not None
+
+    def page_after(after: str | None) -> SearchPage:
+        return state.store.search_page(
+            query,
+            limit=limit,
+            cursor=after,
+            session_id=session_id,
+            role=role,
+            include_inactive=include_inactive,
+        )
+
+    next_cursor: str | None = None
+    if paged:
+        found = page_after(cursor)
+        for _ in range((page or 1) - 1):  # --page N: walked by cursor, one cheap query each
+            found = page_after(found.cursor) if found.cursor else SearchPage([], None)
+        hits, next_cursor = found.hits, found.cursor
+    else:
+        hits = state.store.search(
+            query,
+            limit=limit,
+            session_id=session_id,
+            role=role,
+            include_inactive=include_inactive,
+        )
     if as_json:
-        echo_json([dataclasses.asdict(hit) for hit in hits])
+        rows = [dataclasses.asdict(hit) for hit in hits]
+        echo_json({"hits": rows, "cursor": next_cursor} if paged else rows)
         return
     console = stdout_console()
     if not hits:
-        console.print(Text(f"no messages match {query!r}"))
+        console.print(Text(f"no messages match {query!r}" + (" on this page" if paged else "")))
         return
     # NO_COLOR keeps rich's styles but drops the colours: keep the markers then too.
     color = console.color_system is not None and not console.no_color
@@ -84,3 +124,5 @@ def search_command(
             snippet_text(hit.snippet, color=color),
         )
     console.print(table)
+    if paged:
+        console.print(Text(f"next page: --cursor {next_cursor}" if next_cursor else "last page"))

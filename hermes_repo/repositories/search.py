@@ -8,15 +8,24 @@ strings, so nothing a user types (quotes, ``NEAR(``, ``*``, ``-``, ``:``, ``^``,
 
 Routing:
 
-* words (no CJK): the unicode61 index. A common term can have 150k hits, and a bm25
-  sort over all of them costs ~200 ms, so ranking is bounded: the candidates are the
-  most recent :data:`CANDIDATE_CAP` matches (FTS5 yields them in rowid order for almost
-  nothing), ranked by bm25. bm25 still reads every row of each term to weigh it, so a
-  query with a term of more than :data:`RANK_CUTOFF` hits (a cheap bounded count tells)
-  is not ranked at all: its results come newest first. A word query with no hit and
-  terms of 3+ characters falls back to substring search. A term without letters or
-  digits (emoji, ``?``, U+FFFD), which unicode61 drops, becomes an escaped LIKE
-  condition on the rows the word index finds, so it narrows the hits in every role.
+* words (no CJK): the unicode61 index, ranked within bounds. A bounded count of each
+  term's rows (it stops at :data:`RANK_CUTOFF` + 1) decides:
+
+  - every term has at most :data:`RANK_CUTOFF` hits: the candidates are the most
+    recent :data:`CANDIDATE_CAP` matches (after the filters), ordered by bm25 (ties:
+    newest first); snippets are cut for the returned rows only. With a ``limit`` above
+    :data:`CANDIDATE_CAP`, the hits older than the oldest candidate follow, newest
+    first: the cap bounds what is ranked, never what a caller gets.
+  - a term has more: no ranking, every hit newest first. FTS5's bm25 walks every row
+    of every term to weigh it (whatever the candidate set), and so does the count:
+    bounding both by RANK_CUTOFF keeps every term frequency within a small factor of a
+    selective term's time (no cliff at the cutoff).
+
+  The count is of each term's rows in the whole index, before the filters. A word
+  query with no hit and terms of 3+ characters falls back to substring search. A term
+  without letters or digits (emoji, ``?``, U+FFFD), which unicode61 drops, becomes an
+  escaped LIKE condition on the rows the word index finds, so it narrows the hits in
+  every role.
 * Only such terms (no word, no CJK): a LIKE scan of every row, newest first; the
   trigram index would miss the tool rows it does not hold.
 * CJK text and substrings: the trigram index for terms of 3+ characters, most recent
@@ -24,6 +33,10 @@ Routing:
   conditions, alone or on top of the trigram candidates. The trigram index holds tool
   rows only when they carry CJK text, so a CJK query finds tool output too, while a
   substring query without CJK restricted to tool rows is a LIKE scan.
+* Paging (``before_id``): every route above, newest first by message id, restricted
+  to ``message_id < before_id`` (FTS-native ``rowid < ?``), ``limit`` rows; never
+  ranked. Whether a word query falls back to substring search is decided for the
+  whole query (a page past its last word hit is empty), so pages never mix the two.
 * Text beyond an index's cap (``fts.WORD_CAP``, ``fts.TRIGRAM_CAP`` characters of a
   row): the rows longer than the cap, listed by a partial index, are scanned with an
   escaped LIKE and their hits merged in (newest first; after the ranked hits of a
@@ -33,7 +46,6 @@ Routing:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +54,16 @@ from sqlalchemy.engine import Connection
 from ..codec import scrub
 from ..schema import fts
 from ..schema.fts import text_projection
+from .search_query import (
+    MAX_QUERY_CHARS,
+    SNIPPET_CLOSE,
+    SNIPPET_OPEN,
+    fts_phrase,
+    has_word_char,
+    like_pattern,
+    like_snippet,
+    parse_query,
+)
 from .statements import Cursor, fetch
 
 __all__ = [
@@ -59,14 +81,8 @@ __all__ = [
 
 CANDIDATE_CAP = 200
 # A term with more hits than this is not ranked: results come newest first.
-RANK_CUTOFF = 5000
-MAX_QUERY_CHARS = 1000
-SNIPPET_OPEN = ">>>"
-SNIPPET_CLOSE = "<<<"
+RANK_CUTOFF = 2000
 _SNIPPET_TOKENS = 12
-_SNIPPET_CHARS = 40
-
-_TERM = re.compile(r'"([^"]+)"|(\S+)')
 _WORDS, _TRIGRAM = fts.INDEXES
 
 
@@ -79,54 +95,6 @@ class SearchHit:
     role: str
     snippet: str
     timestamp: float
-
-
-def parse_query(query: str) -> list[str]:
-    """Split user text into terms; never fails, whatever the text."""
-    terms = []
-    # A NUL ends a C string: FTS5 would see an unterminated phrase. A lone surrogate
-    # cannot be sent to SQLite: it becomes U+FFFD, as in the stored searchable text.
-    for quoted, bare in _TERM.findall(scrub(query[:MAX_QUERY_CHARS]).replace("\x00", " ")):
-        term = (quoted or bare).strip()
-        if term:
-            terms.append(term)
-    return terms
-
-
-def fts_phrase(term: str) -> str:
-    """A term as an FTS5 string literal: matched as a phrase, never as syntax."""
-    return '"' + term.replace('"', '""') + '"'
-
-
-def like_pattern(term: str) -> str:
-    """A term as a LIKE pattern matching it as a substring, with ``\\`` as the escape."""
-    escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
-
-
-def _has_word_char(term: str) -> bool:
-    return any(ch.isalnum() for ch in term)
-
-
-def _like_snippet(content: str | None, terms: list[str]) -> str:
-    if not content:
-        return ""
-    low = content.lower()
-    for term in terms:
-        at = low.find(term.lower())
-        if at >= 0:
-            start = max(0, at - _SNIPPET_CHARS)
-            end = min(len(content), at + len(term) + _SNIPPET_CHARS)
-            return (
-                ("…" if start else "")
-                + content[start:at]
-                + SNIPPET_OPEN
-                + content[at : at + len(term)]
-                + SNIPPET_CLOSE
-                + content[at + len(term) : end]
-                + ("…" if end < len(content) else "")
-            )
-    return content[: 2 * _SNIPPET_CHARS]
 
 
 # Characters of context read around a LIKE hit's first term (the snippet is cut from it).
@@ -150,8 +118,41 @@ def _merge(
     return merged[:limit]
 
 
+# The keyset bound of an unbounded newest-first query: above every rowid.
+_ABOVE_ALL = 2**63 - 1
+
 _PROBE = (
     "SELECT count(*) FROM (SELECT 1 FROM messages_fts WHERE messages_fts MATCH :phrase LIMIT :n)"
+)
+
+
+# Rank the CANDIDATE_CAP newest matches by bm25, snippets cut in the same scan.
+_RANK_ALL = (
+    "SELECT c.id, c.session_id, c.role, c.snip, c.timestamp FROM ("
+    " SELECT m.id AS id, m.session_id AS session_id, m.role AS role,"
+    " m.timestamp AS timestamp, bm25(messages_fts) AS score, {snip} AS snip"
+    " FROM messages_fts JOIN messages AS m ON m.id = messages_fts.rowid"
+    " WHERE messages_fts MATCH :match{filters}"
+    " ORDER BY messages_fts.rowid DESC LIMIT :cap"
+    ") AS c ORDER BY c.score, c.id DESC LIMIT :limit"
+)
+# The same ranking; snippets only for the top :limit, from a second scan of the
+# candidates' rowid range (MATERIALIZED keeps SQLite from turning that scan into one
+# full-text query per row, and ``+`` keeps the IN list out of the index constraints).
+_RANK_TOP = (
+    "WITH c AS MATERIALIZED ("
+    " SELECT messages_fts.rowid AS id, bm25(messages_fts) AS score"
+    " FROM messages_fts JOIN messages AS m ON m.id = messages_fts.rowid"
+    " WHERE messages_fts MATCH :match{filters}"
+    " ORDER BY messages_fts.rowid DESC LIMIT :cap),"
+    " t AS MATERIALIZED (SELECT id, score FROM c ORDER BY score, id DESC LIMIT :limit),"
+    " s AS MATERIALIZED ("
+    " SELECT messages_fts.rowid AS id, {snip} AS snip FROM messages_fts"
+    " WHERE messages_fts MATCH :match AND messages_fts.rowid >= (SELECT min(id) FROM t)"
+    " AND +messages_fts.rowid IN (SELECT id FROM t))"
+    " SELECT m.id, m.session_id, m.role, s.snip, m.timestamp"
+    " FROM t JOIN s ON s.id = t.id JOIN messages AS m ON m.id = t.id"
+    " ORDER BY t.score, t.id DESC"
 )
 
 
@@ -178,26 +179,39 @@ class SearchRepository:
         role: str | None = None,
         include_inactive: bool = False,
         use_fts: bool = True,
+        before_id: int | None = None,
     ) -> list[SearchHit]:
-        """Search; ``use_fts=False`` answers from the canonical rows alone (LIKE)."""
+        """Search; ``use_fts=False`` answers from the canonical rows alone (LIKE).
+
+        ``before_id`` None: the relevance policy (module docstring). An int: a keyset
+        page, the hits with ``message_id < before_id``, newest first, ``limit`` of them.
+        """
         terms = parse_query(query)
         if not terms or limit <= 0:
             return []
         filters, params = self._filters(session_id, role, include_inactive)
         params["limit"] = int(limit)
+        paged = before_id is not None
+        if paged:
+            params["before"] = int(before_id)  # type: ignore[arg-type]
         if not use_fts:
             return self._like(terms, filters, params)
         cjk = any(fts.has_cjk(t) for t in terms)
-        word_terms = [t for t in terms if _has_word_char(t)]
+        word_terms = [t for t in terms if has_word_char(t)]
         if not cjk and word_terms:
             # A token without letters or digits (emoji, "?", U+FFFD) is no word to
             # unicode61, and the trigram index skips most tool rows: it is checked with
             # LIKE on the rows the word index finds, which covers every role.
-            signs = [t for t in terms if not _has_word_char(t)]
-            hits = self._words(word_terms, signs, filters, params)
-            hits = _merge(hits, self._beyond_cap(_WORDS, terms, filters, params), limit)
+            signs = [t for t in terms if not has_word_char(t)]
+            hits = self._word_hits(word_terms, signs, terms, filters, params)
             if hits or any(len(t) < 3 for t in word_terms):
                 return hits
+            if paged:
+                # The fallback is decided for the whole query, never per page: a word
+                # query with hits older than this page has simply run out of them.
+                first = {k: v for k, v in params.items() if k != "before"}
+                if self._word_hits(word_terms, signs, terms, filters, {**first, "limit": 1}):
+                    return []
         elif not cjk:
             # Only signs: no index holds them for every role (tool rows without CJK are
             # not in the trigram index), so the rows are scanned, newest first.
@@ -227,6 +241,20 @@ class SearchRepository:
             params["role"] = scrub(role)
         return "".join(f" AND {c}" for c in clauses), params
 
+    def _word_hits(
+        self,
+        word_terms: list[str],
+        signs: list[str],
+        terms: list[str],
+        filters: str,
+        params: dict[str, Any],
+    ) -> list[SearchHit]:
+        """The word index's hits merged with those of the rows beyond its cap."""
+        paged = "before" in params
+        hits = self._words(word_terms, signs, filters, params)
+        more = self._beyond_cap(_WORDS, terms, filters, params)
+        return _merge(hits, more, params["limit"], by_recency=paged)
+
     def _run(self, sql: str, params: dict[str, Any]) -> list[SearchHit]:
         rows = self._rows(sql, params)
         return [SearchHit(int(r[0]), r[1], r[2], r[3] or "", float(r[4])) for r in rows]
@@ -246,31 +274,40 @@ class SearchRepository:
             f"snippet(messages_fts, -1, '{SNIPPET_OPEN}', '{SNIPPET_CLOSE}', '…',"
             f" {_SNIPPET_TOKENS})"
         )
-        if any(self._more_hits_than(p, RANK_CUTOFF) for p in phrases):
-            # bm25 visits every row of every term before it scores one candidate: past
-            # a few thousand hits that alone costs milliseconds, so newest first.
-            sql = (
-                f"SELECT m.id, m.session_id, m.role, {snip}, m.timestamp"
-                " FROM messages_fts JOIN messages AS m ON m.id = messages_fts.rowid"
-                f" WHERE messages_fts MATCH :match{filters}"
-                " ORDER BY messages_fts.rowid DESC LIMIT :limit"
-            )
-            return self._run(sql, params)
-        sql = (
-            "SELECT c.id, c.session_id, c.role, c.snip, c.timestamp FROM ("
-            " SELECT m.id AS id, m.session_id AS session_id, m.role AS role,"
-            f" m.timestamp AS timestamp, bm25(messages_fts) AS score, {snip} AS snip"
+        newest = (
+            f"SELECT m.id, m.session_id, m.role, {snip}, m.timestamp"
             " FROM messages_fts JOIN messages AS m ON m.id = messages_fts.rowid"
             f" WHERE messages_fts MATCH :match{filters}"
-            " ORDER BY messages_fts.rowid DESC LIMIT :cap"
-            ") AS c ORDER BY c.score, c.id DESC LIMIT :limit"
+            " AND messages_fts.rowid < :before"
+            " ORDER BY messages_fts.rowid DESC LIMIT :limit"
         )
-        return self._run(sql, {**params, "cap": CANDIDATE_CAP})
+        if "before" in params:
+            return self._run(newest, params)
+        counts = [self._hit_count(p, RANK_CUTOFF + 1) for p in phrases]
+        if max(counts) > RANK_CUTOFF:
+            # bm25 visits every row of every term before it scores one candidate: past
+            # RANK_CUTOFF hits that alone costs more than the rest of the query.
+            return self._run(newest, {**params, "before": _ABOVE_ALL})
+        if min(counts) <= params["limit"]:
+            # Every hit is returned: one scan ranks them and cuts each one's snippet.
+            sql = _RANK_ALL.format(snip=snip, filters=filters)
+        else:
+            # The snippet (which tokenizes the whole row) is cut for the returned rows
+            # only, not for every candidate: a second scan of the candidates' rowid range.
+            sql = _RANK_TOP.format(snip=snip, filters=filters)
+        ranked = self._run(sql, {**params, "cap": CANDIDATE_CAP})
+        want = params["limit"]
+        if want <= CANDIDATE_CAP or len(ranked) < CANDIDATE_CAP:
+            return ranked
+        # The cap bounds what is ranked, never what a caller gets: the hits older than
+        # the oldest candidate follow, newest first.
+        oldest = min(h.message_id for h in ranked)
+        rest = self._run(newest, {**params, "before": oldest, "limit": want - len(ranked)})
+        return ranked + rest
 
-    def _more_hits_than(self, phrase: str, n: int) -> bool:
-        """Whether one term matches more than ``n`` rows (counting stops at n + 1)."""
-        found = self._rows(_PROBE, {"phrase": phrase, "n": n + 1})[0][0]
-        return int(found) > n
+    def _hit_count(self, phrase: str, n: int) -> int:
+        """How many rows one term matches, counting stops at ``n``."""
+        return int(self._rows(_PROBE, {"phrase": phrase, "n": n})[0][0])
 
     def _trigram(
         self, long_terms: list[str], short: list[str], filters: str, params: dict[str, Any]
@@ -286,7 +323,8 @@ class SearchRepository:
             f" {_SNIPPET_TOKENS}), m.timestamp"
             " FROM messages_fts_trigram JOIN messages AS m ON m.id = messages_fts_trigram.rowid"
             f" WHERE messages_fts_trigram MATCH :match{filters}{likes}"
-            " ORDER BY messages_fts_trigram.rowid DESC LIMIT :limit"
+            + (" AND messages_fts_trigram.rowid < :before" if "before" in params else "")
+            + " ORDER BY messages_fts_trigram.rowid DESC LIMIT :limit"
         )
         return self._run(sql, params)
 
@@ -314,12 +352,13 @@ class SearchRepository:
             f"SELECT m.id, m.session_id, m.role, {start}, substr({body}, {start},"
             f" length(:first) + {2 * _WINDOW_CHARS} + 1), length({body}), m.timestamp"
             f" FROM messages AS m WHERE {where}{filters}{likes}"
-            " ORDER BY m.id DESC LIMIT :limit"
+            + (" AND m.id < :before" if "before" in params else "")
+            + " ORDER BY m.id DESC LIMIT :limit"
         )
         hits = []
         for r in self._rows(sql, params):
             window, first, total = r[4] or "", int(r[3] or 1), int(r[5] or 0)
-            snippet = _like_snippet(window, terms)
+            snippet = like_snippet(window, terms)
             if first > 1 and not snippet.startswith("…"):
                 snippet = "…" + snippet
             if first - 1 + len(window) < total and not snippet.endswith("…"):

@@ -108,3 +108,45 @@ def test_an_unknown_role_is_a_usage_error(shared_home: Path, cli: Cli) -> None:
 
     assert result.code == 2
     assert "robot" in result.stderr
+
+
+def test_search_pages_walk_every_hit_by_page_and_by_cursor(shared_home: Path, cli: Cli) -> None:
+    with StateStore.open(shared_home) as store:
+        expected = [h.message_id for h in store.search_page("the", limit=1000).hits]
+    assert len(expected) > 4
+
+    def page(*args: str) -> dict[str, Any]:
+        result = cli("--home", shared_home, "search", "the", "--limit", "2", "--json", *args)
+        assert result.code == 0, result.stderr
+        return dict(json.loads(result.stdout))
+
+    walked, cursor = [], None
+    while True:
+        got = page("--cursor", cursor) if cursor else page("--page", "1")
+        walked += [h["message_id"] for h in got["hits"]]
+        cursor = got["cursor"]
+        if cursor is None:
+            break
+    assert walked == expected
+    assert [h["message_id"] for h in page("--page", "2")["hits"]] == expected[2:4]
+    assert page("--page", "100000") == {"hits": [], "cursor": None}
+
+
+def test_search_table_prints_the_next_cursor(shared_home: Path, cli: Cli) -> None:
+    result = cli("--home", shared_home, "search", "the", "--limit", "1", "--page", "1")
+    assert result.code == 0, result.stderr
+    shown = result.stdout.split("next page: --cursor ")[1].split()[0]
+    following = cli("--home", shared_home, "search", "the", "--limit", "1", "--cursor", shown)
+    assert following.code == 0, following.stderr
+    assert "hit(s) for 'the'" in following.stdout
+
+
+def test_search_refuses_a_bad_cursor_a_cursor_with_page_and_a_limit_over_the_maximum(
+    shared_home: Path, cli: Cli
+) -> None:
+    bad = cli("--home", shared_home, "search", "the", "--cursor", "garbage")
+    assert bad.code != 0 and "cursor" in bad.stderr and "previous page" in bad.stderr
+    both = cli("--home", shared_home, "search", "the", "--cursor", "x", "--page", "2")
+    assert both.code != 0 and "one of --cursor and --page" in both.stderr
+    big = cli("--home", shared_home, "search", "the", "--limit", "1001")
+    assert big.code != 0 and "1000" in big.stderr and "--page" in big.stderr

@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
-from hermes_repo import StateStore
+from hermes_repo import MAX_SEARCH_LIMIT, StateStore
 from hermes_repo.repositories.search import (
     CANDIDATE_CAP,
     RANK_CUTOFF,
@@ -233,7 +233,15 @@ def test_a_term_with_more_hits_than_the_rank_cutoff_comes_newest_first_and_compl
         ]
     assert len(expected) == n > RANK_CUTOFF > CANDIDATE_CAP
 
-    every = store.search("omnipresent", limit=n + 100)
+    first = store.search("omnipresent", limit=MAX_SEARCH_LIMIT)
+    assert [h.message_id for h in first] == expected[:MAX_SEARCH_LIMIT]  # newest first
+    every, cursor = [], None
+    while True:
+        page = store.search_page("omnipresent", limit=MAX_SEARCH_LIMIT, cursor=cursor)
+        every += page.hits
+        if page.cursor is None:
+            break
+        cursor = page.cursor
     assert [h.message_id for h in every] == expected  # complete, newest first
     top = store.search("omnipresent", limit=25)
     assert [h.message_id for h in top] == expected[:25]
