@@ -24,6 +24,7 @@ from sqlalchemy.exc import DBAPIError
 from .. import __version__
 from ..engine import select_driver
 from ..errors import HermesRepoError, translate
+from ._options import URL_HELP
 from ._output import CliError
 from ._state import CliState
 
@@ -153,6 +154,14 @@ def _home_option(ctx: click.Context, param: click.Parameter, value: str | None) 
     help="Folder holding state.db. [default: $HERMES_HOME, else ~/.hermes]",
 )
 @click.option(
+    "--url",
+    default=None,
+    envvar="HERMES_REPO_URL",
+    show_envvar=False,
+    metavar="URL",
+    help=URL_HELP,
+)
+@click.option(
     "--version",
     is_flag=True,
     expose_value=False,
@@ -167,7 +176,7 @@ def _home_option(ctx: click.Context, param: click.Parameter, value: str | None) 
     help="Log what the library does (INFO and up) on stderr as it happens.",
 )
 @click.pass_context
-def main(ctx: click.Context, home: Path | None, verbose: bool) -> None:
+def main(ctx: click.Context, home: Path | None, url: str | None, verbose: bool) -> None:
     """Operate a hermes_repo session store (state.db) from the shell.
 
     Migrate the schema, import and export transcripts, list and search sessions.
@@ -180,7 +189,7 @@ def main(ctx: click.Context, home: Path | None, verbose: bool) -> None:
       hermes-repo import samples/sample_sessions.jsonl
       hermes-repo search "checkpoint" --limit 5
     """
-    ctx.obj = CliState(home, verbose=verbose)
+    ctx.obj = CliState(home, url=url or None, verbose=verbose)
 
 
 # Registration is an explicit list: a new command module adds one entry here.

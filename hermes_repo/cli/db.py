@@ -15,6 +15,7 @@ import click
 
 from ..engine import Driver
 from ..ops.replace import replace_store
+from ..ops.server_schema import check_server, server_revision, upgrade_server
 from ..ops.upgrade import (
     SchemaRevision,
     check_schema,
@@ -76,6 +77,14 @@ def upgrade(state: CliState) -> None:
     Example:
       hermes-repo --home ~/.hermes db upgrade
     """
+    server = state.server
+    if server is not None:
+        was, now = upgrade_server(server)
+        if was.status == "at-head":
+            click.echo(f"{was.location} is already at head {was.head}; nothing to migrate")
+        else:
+            click.echo(f"upgraded {was.location}: {was.revision or 'empty'} -> {now.revision}")
+        return
     path = state.db_path
     with schema_engine(path) as engine:
         rev = read_revision(engine, path)
@@ -124,6 +133,15 @@ def current(state: CliState, as_json: bool) -> None:
     Example:
       hermes-repo db current --json
     """
+    server = state.server
+    if server is not None:
+        at = server_revision(server)
+        if as_json:
+            echo_json(at.as_dict())
+            return
+        for name, value in at.as_dict().items():
+            click.echo(f"{name + ':':<9} {value or '-'}")
+        return
     found = describe_revision(state.db_path)
     if as_json:
         echo_json(found.as_dict())
@@ -149,6 +167,22 @@ def check(state: CliState) -> None:
     Example:
       hermes-repo db check || hermes-repo db upgrade
     """
+    server = state.server
+    if server is not None:
+        srev, sdrift = check_server(server)
+        if sdrift is not None:
+            click.echo(sdrift)
+            raise CliError(
+                f"the schema of {srev.location} differs from the models (drift printed "
+                "above); restore the database from a backup (pg_restore)"
+            )
+        if srev.status != "at-head":
+            raise CliError(
+                f"{srev.location} is {srev.status} (revision {srev.revision or '-'}, head "
+                f"{srev.head}); run `hermes-repo --url URL db upgrade`"
+            )
+        click.echo(f"{srev.location}: schema at head {srev.head}, no drift")
+        return
     path = state.db_path
     rev, drift = check_schema(path)
     if drift is not None:
