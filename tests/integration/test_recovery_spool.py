@@ -22,6 +22,9 @@ from hermes_repo.transcript import spool
 from tests.support.processes import reaped
 from tests.support.spooling import check_store, pending_files, stored, write_spool
 
+# The public API these tests prove runs on SQLite and on PostgreSQL.
+pytestmark = pytest.mark.usefixtures("backend")
+
 Msg = dict[str, Any]
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -26,10 +26,13 @@ import stat
 import subprocess
 import sys
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg.rows import dict_row, tuple_row
 from sqlalchemy.engine import URL, make_url
 
 URL_ENV = "HERMES_TEST_PG_URL"
@@ -185,3 +188,26 @@ def _main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(_main(sys.argv[1:]))
+
+
+class RawPg:
+    """A raw handle on a PostgreSQL store for tests that read rows behind the store's
+    back, taking SQLite's ``?`` placeholders (the same test SQL runs on both)."""
+
+    def __init__(self, url: str, *, as_dicts: bool = False) -> None:
+        self._conn: psycopg.Connection[Any] = psycopg.connect(
+            make_url(url).set(drivername="postgresql").render_as_string(hide_password=False),
+            autocommit=True,
+            row_factory=dict_row if as_dicts else tuple_row,
+        )
+
+    def execute(self, statement: str, params: Sequence[Any] = ()) -> psycopg.Cursor[Any]:
+        return self._conn.execute(statement.replace("?", "%s"), params)  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def store_url() -> str | None:
+    """The PostgreSQL URL of this test's store (set by the ``backend`` fixture), if any."""
+    return os.environ.get("HERMES_REPO_URL") or None
