@@ -2,8 +2,9 @@
 
 Run as a script to start or stop a cluster (what ``.ci/run`` and ``make test-pg`` do)::
 
-    python -m tests.support.pg start DIR PORT     # prints the URL to export
+    python -m tests.support.pg start DIR PORT     # prints the URL (PORT "auto": a free one)
     python -m tests.support.pg stop DIR
+    python -m tests.support.pg createdb URL NAME  # prints the new database's URL
 
 ``initdb -D DIR -A trust -U postgres -E UTF8 --locale=C.UTF-8`` (without ``-E UTF8`` a
 cluster may default to SQL_ASCII, which stores bytes unchecked), started on a loopback
@@ -22,6 +23,7 @@ from __future__ import annotations
 import glob
 import os
 import shutil
+import socket
 import stat
 import subprocess
 import sys
@@ -175,14 +177,29 @@ class PgServer:
             )
 
 
+def free_port() -> int:
+    """A loopback port nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def _main(argv: list[str]) -> int:
     if len(argv) == 3 and argv[0] == "start":
-        print(start(Path(argv[1]), int(argv[2])))
+        port = free_port() if argv[2] == "auto" else int(argv[2])
+        print(start(Path(argv[1]), port))
+        return 0
+    if len(argv) == 3 and argv[0] == "createdb":
+        server = PgServer(argv[1])
+        print(server.create(argv[2]).render_as_string(hide_password=False))
         return 0
     if len(argv) == 2 and argv[0] == "stop":
         stop(Path(argv[1]))
         return 0
-    print("usage: python -m tests.support.pg start DIR PORT | stop DIR", file=sys.stderr)
+    print(
+        "usage: python -m tests.support.pg start DIR PORT|auto | stop DIR | createdb URL NAME",
+        file=sys.stderr,
+    )
     return 2
 
 
