@@ -39,6 +39,7 @@ from .errors import ConfigurationError
 
 __all__ = [
     "ACCEPTED_FORM",
+    "SQLITE_FILE",
     "URL_ENV",
     "PgTarget",
     "create_pg_engine",
@@ -49,6 +50,7 @@ __all__ = [
 ]
 
 URL_ENV = "HERMES_REPO_URL"
+SQLITE_FILE = "sqlite"
 ACCEPTED_FORM = "postgresql+psycopg://USER:PASSWORD@HOST:PORT/DATABASE"
 _DRIVERNAME = "postgresql+psycopg"
 
@@ -84,7 +86,11 @@ def resolve_url(url: str | URL | None) -> PgTarget | None:
 
     Only ``postgresql+psycopg://...`` is accepted; any other URL is refused with the
     accepted form (a ``sqlite://`` URL too: a SQLite store is chosen by ``home``).
+    ``url=SQLITE_FILE`` (``"sqlite"``) means the SQLite file whatever the environment
+    says: for work that exists only on a file (installing a recovered file, say).
     """
+    if isinstance(url, str) and url == SQLITE_FILE:
+        return None
     given: str | URL | None = url
     if given is None or (isinstance(given, str) and not given.strip()):
         given = os.environ.get(URL_ENV, "").strip() or None

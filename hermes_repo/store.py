@@ -135,7 +135,8 @@ class StateStore:
         ``url`` (else ``$HERMES_REPO_URL``) chooses a PostgreSQL database,
         ``postgresql+psycopg://user:pw@host:port/db`` (needs ``pip install
         'hermes_repo[postgresql]'``); ``home`` then still holds the transcript spool and
-        the other local files. Without either, the store is the SQLite file in ``home``.
+        the other local files. Without either (or with ``url="sqlite"``), the store is
+        the SQLite file in ``home``.
         """
         target = resolve_url(url)
         if target is not None:

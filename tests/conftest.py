@@ -35,6 +35,10 @@ from tests.support.fts_checks import seed_store  # noqa: E402
 from tests.support.pg import PgServer  # noqa: E402
 from tests.support.stores import copy_store  # noqa: E402
 
+# A server named by the caller's environment must not capture the session-wide
+# templates built before any per-test fixture runs.
+os.environ.pop("HERMES_REPO_URL", None)
+
 BACKENDS = ("sqlite", "postgresql")
 _PG_URL_ENV = "HERMES_TEST_PG_URL"
 _PG_REQUIRE_ENV = "HERMES_TEST_REQUIRE_PG"

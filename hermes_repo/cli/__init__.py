@@ -43,7 +43,7 @@ __all__ = ["CliError", "CliState", "main"]
 
 def _driver_errors() -> tuple[type[Exception], ...]:
     # Raw DB-API errors (not wrapped by SQLAlchemy) escape from the backup API and from
-    # raw connections; both drivers' base classes are caught so none becomes a traceback.
+    # raw connections; every driver's base class is caught so none becomes a traceback.
     errors: list[type[Exception]] = [sqlite3.Error]
     try:
         import pysqlite3.dbapi2 as pysqlite3_dbapi
@@ -51,6 +51,12 @@ def _driver_errors() -> tuple[type[Exception], ...]:
         pass
     else:
         errors.append(pysqlite3_dbapi.Error)
+    try:
+        import psycopg
+    except ImportError:
+        pass
+    else:
+        errors.append(psycopg.Error)
     return tuple(errors)
 
 

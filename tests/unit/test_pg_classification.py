@@ -7,11 +7,13 @@ be produced here, so their SQLSTATEs are checked on psycopg's own error classes.
 
 from __future__ import annotations
 
+import sys
+
 import psycopg
 import pytest
 from psycopg import errors as pg
 
-from hermes_repo import ConfigurationError, DatabaseBusyError, StorageFullError
+from hermes_repo import ConfigurationError, DatabaseBusyError, StateStore, StorageFullError
 from hermes_repo.engine_pg import resolve_url
 from hermes_repo.errors import (
     ErrorKind,
@@ -90,3 +92,14 @@ def test_other_urls_are_refused_with_the_accepted_form_and_no_password(url: str)
         resolve_url(url)
     assert "topsecret" not in str(caught.value)
     assert caught.value.__cause__ is None or "topsecret" not in str(caught.value.__cause__)
+
+
+def test_sqlite_by_name_ignores_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HERMES_REPO_URL", "postgresql+psycopg://u@h/db")
+    assert resolve_url("sqlite") is None
+
+
+def test_a_server_url_without_psycopg_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # what an install without it sees
+    with pytest.raises(ConfigurationError, match=r"hermes_repo\[postgresql\]"):
+        StateStore.open(url="postgresql+psycopg://u:pw@127.0.0.1:1/db")
