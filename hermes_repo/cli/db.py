@@ -169,29 +169,24 @@ def check(state: CliState) -> None:
     """
     server = state.server
     if server is not None:
-        srev, sdrift = check_server(server)
-        if sdrift is not None:
-            click.echo(sdrift)
-            raise CliError(
-                f"the schema of {srev.location} differs from the models (drift printed "
-                "above); restore the database from a backup (pg_restore)"
-            )
+        srev, drift = check_server(server)
         if srev.status != "at-head":
             raise CliError(
                 f"{srev.location} is {srev.status} (revision {srev.revision or '-'}, head "
                 f"{srev.head}); run `hermes-repo --url URL db upgrade`"
             )
-        click.echo(f"{srev.location}: schema at head {srev.head}, no drift")
-        return
-    path = state.db_path
-    rev, drift = check_schema(path)
+        where, head = srev.location, srev.head
+        fix = "restore the database from a backup (pg_restore)"
+    else:
+        rev, drift = check_schema(state.db_path)
+        where, head = str(state.db_path), rev.head
+        fix = "restore a backup or recover the store into a new file with the migrations"
     if drift is not None:
         click.echo(drift)
         raise CliError(
-            f"the schema of {path} differs from the models (drift printed above); "
-            "restore a backup or recover the store into a new file with the migrations"
+            f"the schema of {where} differs from the models (drift printed above); {fix}"
         )
-    click.echo(f"{path}: schema at head {rev.head}, no drift")
+    click.echo(f"{where}: schema at head {head}, no drift")
 
 
 @db.command("replace")
