@@ -2,10 +2,15 @@
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: test install lint format typecheck check ci clean
+.PHONY: test test-pg install lint format typecheck check ci clean
 
 test:
 	python3 -m venv $(VENV) && $(BIN)/pip install -e '.[dev]' && $(BIN)/python -m pytest
+
+# The PostgreSQL tests in one command: a throwaway cluster, pytest with its URL, stopped
+# after (scripts/test_pg.sh; needs the PostgreSQL server binaries).
+test-pg:
+	PYTHON=$(BIN)/python bash scripts/test_pg.sh
 
 install:
 	python3 -m venv $(VENV) && $(BIN)/pip install -e '.[dev]'

@@ -150,10 +150,17 @@ class Database:
         guard: quarantine.Guard,
         *,
         write_budget_s: float | None = None,
+        location: str | None = None,
     ) -> None:
         self.home = home
         self.path = home / DB_NAME
+        #: Where the data is, as messages name it: the file, or the server's URL
+        #: without its password.
+        self.location = str(self.path) if location is None else location
         self.driver = driver
+        #: The database behind the store; its SQLite-only rules (quarantine, FTS
+        #: detach, the cursor fast path) are asked of it, never of the dialect.
+        self.backend = driver.backend
         self.guard = guard
         budget = STORE_WRITE_BUDGET_S if write_budget_s is None else write_budget_s
         self.write_policy = RetryPolicy(budget_s=budget)
@@ -223,7 +230,9 @@ class Database:
         kind = classify(cause)
         code = sqlite_code(cause)
         structural = fts_damage = False
-        if kind is ErrorKind.FTS:
+        if not self.backend.may_quarantine:
+            pass  # a server's errors never mean a damaged store file or FTS5 index
+        elif kind is ErrorKind.FTS:
             fts_damage = True
         elif kind is ErrorKind.CORRUPT and code is not None:
             if code & 0xFF == SQLITE_NOTADB:
@@ -250,7 +259,7 @@ class Database:
 
     def _degradable(self, failure: Failure) -> bool:
         # A quarantined file is never degraded: no write may reach it.
-        return failure.fts_damage and not self.guard.active
+        return failure.fts_damage and self.backend.has_fts_triggers and not self.guard.active
 
     def _degrade(self, failure: Failure, work: Callable[[UnitOfWork], T], policy: RetryPolicy) -> T:
         """Detach the damaged index and run ``work`` in the same unit, replayed whole."""
@@ -359,7 +368,9 @@ class Database:
                 return None
 
         return self.write(
-            lambda uow: uow.messages.append_row(row, calls), policy, first_try=on_driver
+            lambda uow: uow.messages.append_row(row, calls),
+            policy,
+            first_try=on_driver if self.backend.cursor_fast_path else None,
         )
 
     def _append_on_driver(self, row: dict[str, Any], calls: int) -> int:

@@ -30,6 +30,7 @@ from typing import Any, Literal
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, Connection
 
+from .backend import SQLITE, Backend
 from .errors import ConfigurationError, UnsafePathError
 
 __all__ = [
@@ -57,19 +58,25 @@ DriverName = Literal["auto", "pysqlite3", "stdlib"]
 
 @dataclass(frozen=True)
 class Driver:
-    """The DB-API module the store talks to, and what its SQLite can do."""
+    """The DB-API module the store talks to, and what its SQLite can do.
+
+    ``backend`` is the database behind it; on PostgreSQL ``sqlite_version`` is empty
+    and the SQLite-only facts (WAL-reset bug, journal mode) do not apply.
+    """
 
     name: str
     module: ModuleType
     sqlite_version: str
+    backend: Backend = SQLITE
 
     @property
     def version_tuple(self) -> tuple[int, ...]:
-        return tuple(int(p) for p in self.sqlite_version.split("."))
+        return tuple(int(p) for p in self.sqlite_version.split(".") if p)
 
     @property
     def has_wal_reset_fix(self) -> bool:
-        return self.version_tuple >= WAL_FIX_VERSION
+        # No SQLite file, no WAL-reset bug: nothing to warn about on a server.
+        return not self.backend.is_file or self.version_tuple >= WAL_FIX_VERSION
 
     @property
     def journal_mode(self) -> str:

@@ -1,4 +1,8 @@
-"""One exception hierarchy for the store, and the classifier of SQLite errors.
+"""One exception hierarchy for the store, and the classifier of driver errors.
+
+SQLite errors are classified by extended result code; PostgreSQL errors (psycopg 3) by
+SQLSTATE, into the same kinds, so the write core's rules (replay the unit, spool,
+refuse) are written once for both.
 
 Every error that leaves the public API is a :class:`HermesRepoError`. Driver errors are
 translated once, at the boundary (the unit of work and the store), with ``raise ... from``
@@ -20,6 +24,7 @@ __all__ = [
     "ImportSourceError",
     "IntegrityViolation",
     "NotFoundError",
+    "QueryTimeoutError",
     "SchemaMismatchError",
     "SearchQueryError",
     "StateDbCorruptError",
@@ -28,8 +33,11 @@ __all__ = [
     "UnsafePathError",
     "WriteFailedError",
     "classify",
+    "is_server_error",
+    "pg_sqlstate",
     "sqlite_code",
     "transient_cause",
+    "transient_fix",
     "translate",
 ]
 
@@ -99,6 +107,14 @@ class StorageFullError(WriteFailedError):
         super().__init__(message, ErrorKind.DISK)
 
 
+class QueryTimeoutError(WriteFailedError):
+    """A statement ran past its ``statement_timeout`` and the server cancelled it: not
+    retried (the same unit would take as long again)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, ErrorKind.TIMEOUT)
+
+
 class StateDbCorruptError(WriteFailedError):
     """The database file itself is damaged; the store is quarantined for this process."""
 
@@ -114,6 +130,7 @@ class ErrorKind(enum.Enum):
     CORRUPT = "corrupt"  # the canonical b-trees, schema or header are damaged
     DISK = "disk"  # FULL or IOERR: SQLite rolled the transaction back
     CONSTRAINT = "constraint"  # the input violates a constraint
+    TIMEOUT = "timeout"  # PostgreSQL's statement_timeout cancelled the statement
     OTHER = "other"
 
 
@@ -134,6 +151,56 @@ def _dbapi_error(err: BaseException) -> BaseException:
     if isinstance(err, sa_exc.DBAPIError) and err.orig is not None:
         return err.orig
     return err
+
+
+# PostgreSQL SQLSTATEs. Transient: the same unit may succeed when replayed (a
+# serialization failure, a deadlock victim, a lock_timeout, a server shutting down or
+# restarting, too many clients; class 08 is every lost or refused connection).
+_PG_TRANSIENT = frozenset({"40001", "40P01", "55P03", "57P01", "57P02", "57P03", "53300"})
+# The server's disk or memory is exhausted: like SQLITE_FULL, the transcript spools.
+_PG_RESOURCE = frozenset({"53100", "53200"})
+_PG_QUERY_CANCELED = "57014"
+_PG_UNREACHABLE = "unreachable (the server refused or dropped the connection)"
+
+
+def _is_pg_error(orig: BaseException) -> bool:
+    # By module, not by class: psycopg is an optional dependency, never imported here.
+    return type(orig).__module__.split(".", 1)[0] == "psycopg"
+
+
+def is_server_error(err: BaseException) -> bool:
+    """True for an error of the PostgreSQL driver (raw or SQLAlchemy-wrapped)."""
+    return _is_pg_error(_dbapi_error(err))
+
+
+def pg_sqlstate(err: BaseException) -> str | None:
+    """The SQLSTATE of a PostgreSQL error (raw psycopg or SQLAlchemy-wrapped), if any."""
+    orig = _dbapi_error(err)
+    state = getattr(orig, "sqlstate", None) if _is_pg_error(orig) else None
+    return state if isinstance(state, str) else None
+
+
+def _pg_lost_connection(err: BaseException, orig: BaseException) -> bool:
+    """A psycopg error without SQLSTATE raised by the client: no server reached, or
+    the connection broke mid-statement (SQLAlchemy marks it invalidated)."""
+    if isinstance(err, sa_exc.DBAPIError) and err.connection_invalidated:
+        return True
+    return any(c.__name__ == "OperationalError" for c in type(orig).__mro__)
+
+
+def _pg_kind(err: BaseException, orig: BaseException) -> ErrorKind:
+    state = pg_sqlstate(orig)
+    if state is None:
+        return ErrorKind.TRANSIENT if _pg_lost_connection(err, orig) else ErrorKind.OTHER
+    if state in _PG_TRANSIENT or state.startswith("08"):
+        return ErrorKind.TRANSIENT
+    if state in _PG_RESOURCE:
+        return ErrorKind.DISK
+    if state == _PG_QUERY_CANCELED:
+        return ErrorKind.TIMEOUT
+    if state.startswith("23"):
+        return ErrorKind.CONSTRAINT
+    return ErrorKind.OTHER
 
 
 def sqlite_code(err: BaseException) -> int | None:
@@ -190,6 +257,8 @@ def classify(err: BaseException) -> ErrorKind:
     if isinstance(err, OSError) and not isinstance(err, sa_exc.DBAPIError):
         return ErrorKind.DISK if err.errno in _DISK_ERRNOS else ErrorKind.OTHER
     orig = _dbapi_error(err)
+    if _is_pg_error(orig):
+        return _pg_kind(err, orig)
     msg = str(orig)
     code = sqlite_code(orig)
     if code is None:
@@ -223,6 +292,8 @@ def transient_cause(err: BaseException) -> str:
     ("database is locked by another process for 20.1 s") instead of a bare code.
     """
     orig = _dbapi_error(err)
+    if _is_pg_error(orig):
+        return _pg_transient_cause(err, orig)
     code = sqlite_code(orig)
     if code is None:
         low = str(orig).lower()
@@ -241,11 +312,41 @@ def transient_cause(err: BaseException) -> str:
     return "locked by another process"
 
 
+def _pg_transient_cause(err: BaseException, orig: BaseException) -> str:
+    state = pg_sqlstate(orig)
+    if state == "40001":
+        return "changed by a concurrent transaction (serialization failure)"
+    if state == "40P01":
+        return "deadlocked with another transaction"
+    if state == "55P03":
+        return "locked by another transaction (lock_timeout)"
+    if state == "53300":
+        return "refusing connections (too many clients)"
+    return _PG_UNREACHABLE
+
+
+def transient_fix(cause: str) -> str:
+    """What to do about a transient cause (as :func:`transient_cause` words it)."""
+    if cause == "read-only":
+        return "check the file's permissions and how it was opened (mode=ro, query_only)"
+    if cause == _PG_UNREACHABLE or cause.startswith("refusing connections"):
+        return "check that the PostgreSQL server is running and reachable, then retry"
+    if "transaction" in cause:
+        return (
+            "retry later, or find the transaction that holds the rows (pg_stat_activity) and end it"
+        )
+    return "retry later or stop the process that holds it"
+
+
 def describe(err: BaseException) -> str:
-    """A one-line description of a driver error: message plus the SQLite code name."""
+    """A one-line description of a driver error: message plus the SQLite code name or
+    the PostgreSQL SQLSTATE."""
     orig = _dbapi_error(err)
     name = getattr(orig, "sqlite_errorname", None)
     text = str(orig).splitlines()[0] if str(orig) else type(orig).__name__
+    state = pg_sqlstate(orig)
+    if state is not None:
+        return f"{text} ({type(orig).__name__}, SQLSTATE {state})"
     return f"{text} ({name})" if name else text
 
 
@@ -258,9 +359,20 @@ def translate(err: BaseException, *, action: str = "write") -> HermesRepoError:
         fix = (
             "check the file's permissions and how it was opened"
             if cause == "read-only"
-            else "retry later or stop the process that holds it"
+            else transient_fix(cause)
         )
         return DatabaseBusyError(f"{action} failed: the database is {cause} ({what}); {fix}")
+    if kind is ErrorKind.TIMEOUT:
+        return QueryTimeoutError(
+            f"{action} failed: the server cancelled a statement that ran past its "
+            f"statement_timeout ({what}); raise the timeout for this work, or find what "
+            "makes it slow (EXPLAIN, a missing index, a lock it waited for)"
+        )
+    if kind is ErrorKind.DISK and pg_sqlstate(err) is not None:
+        return StorageFullError(
+            f"{action} failed: the PostgreSQL server is out of disk space or memory "
+            f"({what}); free space on the server's data volume (or memory), then retry"
+        )
     if kind is ErrorKind.DISK:
         return StorageFullError(
             f"{action} failed: {what}; free disk space or check the storage device, then retry"

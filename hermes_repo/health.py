@@ -108,8 +108,11 @@ def store_health(database: Database) -> StoreHealth:
     """A snapshot of the store's state; never writes."""
     driver, path = database.driver, database.path
 
+    on_file = database.backend.is_file
+
     def probe(conn: Connection) -> tuple[str | None, str, dict[str, int]]:
-        mode = str(conn.exec_driver_sql("PRAGMA journal_mode").scalar_one())
+        # A server has no journal mode of ours to report.
+        mode = str(conn.exec_driver_sql("PRAGMA journal_mode").scalar_one()) if on_file else "n/a"
         return migrate.current_revision(conn), mode, store_counts(conn)
 
     notes = []
@@ -123,11 +126,12 @@ def store_health(database: Database) -> StoreHealth:
         # A damaged file may refuse even these reads; health still answers.
         revision, mode, counts, stale = None, "unknown", {}, None
         notes.append(f"could not read the store: {exc}")
-    notes.extend(walcheck.notes(path))
-    notes.extend(journal_notes(driver, mode.lower()))
-    notes.extend(two_copies_notes(driver, path))
+    if on_file:
+        notes.extend(walcheck.notes(path))
+        notes.extend(journal_notes(driver, mode.lower()))
+        notes.extend(two_copies_notes(driver, path))
     return StoreHealth(
-        path=str(path),
+        path=database.location,
         driver=driver.name,
         sqlite_version=driver.sqlite_version,
         sqlite_has_wal_fix=driver.has_wal_reset_fix,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import cast
 
 from sqlalchemy import (
+    BigInteger,
     CheckConstraint,
     Float,
     ForeignKey,
@@ -47,6 +48,11 @@ NAMING_CONVENTION = {
 
 ROLES = ("system", "user", "assistant", "tool")
 
+# SQLite's INTEGER holds 64 bits and the codec accepts any 64-bit value; PostgreSQL's
+# INTEGER holds 32. Ids, token counts and counters are BIGINT there (same DDL on SQLite,
+# where a BIGINT primary key would stop being the rowid).
+Int64 = Integer().with_variant(BigInteger(), "postgresql")
+
 
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
@@ -72,10 +78,10 @@ class AgentSession(Base):
     started_at: Mapped[float] = mapped_column(Float)
     ended_at: Mapped[float | None] = mapped_column(Float)
     end_reason: Mapped[str | None] = mapped_column(String)
-    message_count: Mapped[int] = mapped_column(Integer, server_default=text("0"))
-    tool_call_count: Mapped[int] = mapped_column(Integer, server_default=text("0"))
-    input_tokens: Mapped[int] = mapped_column(Integer, server_default=text("0"))
-    output_tokens: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    message_count: Mapped[int] = mapped_column(Int64, server_default=text("0"))
+    tool_call_count: Mapped[int] = mapped_column(Int64, server_default=text("0"))
+    input_tokens: Mapped[int] = mapped_column(Int64, server_default=text("0"))
+    output_tokens: Mapped[int] = mapped_column(Int64, server_default=text("0"))
     # Fields with no column (e.g. everything an imported Hermes Agent session carries
     # beyond ours), as a JSON object, so nothing handed to the store is dropped.
     extra: Mapped[str | None] = mapped_column(Text)
@@ -100,7 +106,7 @@ class Message(Base):
 
     __tablename__ = "messages"
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    id: Mapped[int] = mapped_column(Int64, primary_key=True)
     session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id"))
     uid: Mapped[str] = mapped_column(String)
     role: Mapped[str] = mapped_column(String)
@@ -116,7 +122,7 @@ class Message(Base):
     tool_call_id: Mapped[str | None] = mapped_column(String)
     tool_name: Mapped[str | None] = mapped_column(String)
     timestamp: Mapped[float] = mapped_column(Float)
-    token_count: Mapped[int | None] = mapped_column(Integer)
+    token_count: Mapped[int | None] = mapped_column(Int64)
     finish_reason: Mapped[str | None] = mapped_column(String)
     reasoning: Mapped[str | None] = mapped_column(Text)
     reasoning_details: Mapped[str | None] = mapped_column(Text)  # JSON text

@@ -15,7 +15,10 @@ from pathlib import Path
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 
+from . import quarantine
 from .database import Database
+from .engine import DB_NAME
+from .engine_pg import PgTarget, create_pg_engine, safe_url
 from .errors import (
     DatabaseBusyError,
     HermesRepoError,
@@ -24,12 +27,14 @@ from .errors import (
     describe,
 )
 from .holders import HolderLock, StoreHeldError
+from .retry import run_with_retry
 from .schema import fts, migrate
 from .schema.fts_rebuild import RebuildOutcome, guarded_rebuild
 
 __all__ = [
     "ensure_schema",
     "file_journal_mode",
+    "open_server",
     "prepare",
     "rebuild_at_open",
     "register_holder",
@@ -83,34 +88,78 @@ def rebuild_at_open(engine: Engine, db_path: Path, holder: HolderLock) -> Rebuil
         )
 
 
+def open_server(
+    home: Path, target: PgTarget, *, upgrade: bool, write_budget_s: float | None
+) -> Database:
+    """The write core of a PostgreSQL store, its schema brought to head (or refused).
+
+    ``home`` still holds the local files (the transcript spool first of all), so it is
+    created as for a SQLite store. There is no holder lock, quarantine or FTS5 index to
+    look after: the server keeps its files and its search index itself.
+    """
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    engine = create_pg_engine(target)
+    drv = engine.info_driver  # type: ignore[attr-defined]
+    # A guard that is never entered: nothing classifies a server error as file damage.
+    guard = quarantine.Guard(home / DB_NAME)
+    database = Database(
+        home, engine, drv, guard, write_budget_s=write_budget_s, location=safe_url(target.url)
+    )
+    try:
+        run_with_retry(lambda: ensure_schema(database, upgrade=upgrade), database.write_policy)
+    except BaseException:
+        engine.dispose()
+        raise
+    return database
+
+
 def ensure_schema(database: Database, *, upgrade: bool) -> None:
     engine, db_path = database.engine, database.path
+    where = database.location
+    on_file = database.backend.is_file
     try:
         with engine.connect() as conn:
             schema = migrate.schema_status(conn)
     except DBAPIError as exc:
-        raise database.failure(exc, action=f"opening {db_path}").error from exc
+        raise database.failure(exc, action=f"opening {where}").error from exc
     current, head = schema.revision, schema.head
     if schema.status == "at-head":
         return
     if schema.status == "empty":
         migrate.upgrade(engine)
         return
-    if schema.status in ("damaged", "unversioned"):
+    if schema.status in ("damaged", "unversioned") and on_file:
         raise SchemaMismatchError(migrate.damaged_schema_fix(db_path, schema))
-    if schema.status == "foreign":
+    if schema.status in ("damaged", "unversioned"):
+        lost = ", ".join(schema.missing) or "alembic_version"
         raise SchemaMismatchError(
-            f"{db_path} holds tables but no hermes_repo schema revision; it is not a "
-            "hermes_repo store. Point --home / HERMES_HOME at another folder"
+            f"{where} holds the hermes_repo tables but lacks {lost}, so its schema cannot "
+            "be trusted; restore the database from a backup (pg_dump / pg_restore)"
+        )
+    if schema.status == "foreign":
+        fix = (
+            "Point --home / HERMES_HOME at another folder"
+            if on_file
+            else "Point --url / HERMES_REPO_URL at an empty database"
+        )
+        raise SchemaMismatchError(
+            f"{where} holds tables but no hermes_repo schema revision; it is not a "
+            f"hermes_repo store. {fix}"
         )
     if schema.status == "ahead":
         raise SchemaMismatchError(
-            f"{db_path} is at schema revision {current}, newer than this version of "
+            f"{where} is at schema revision {current}, newer than this version of "
             f"hermes_repo knows (head {head}); upgrade the hermes_repo package"
         )
     if not upgrade:
+        command = (
+            f"`hermes-repo --home {db_path.parent} db upgrade` (it backs up first)"
+            if on_file
+            # The URL is shown without its password: the caller knows the one they gave.
+            else f"`hermes-repo --url URL db upgrade` with the store's URL ({where})"
+        )
         raise SchemaMismatchError(
-            f"{db_path} is at schema revision {current}, behind this code (head {head}); "
-            f"run `hermes-repo --home {db_path.parent} db upgrade` (it backs up first)"
+            f"{where} is at schema revision {current}, behind this code (head {head}); "
+            f"run {command}"
         )
     migrate.upgrade(engine)

@@ -1,4 +1,4 @@
-"""Replaying a whole unit of work on transient SQLite errors, within a time budget.
+"""Replaying a whole unit of work on transient errors, within a time budget.
 
 Retrying one statement cannot help: after SQLITE_BUSY_SNAPSHOT only a new transaction
 does, and after FULL or IOERR SQLite has already rolled the transaction back. So a write
@@ -14,7 +14,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from .errors import DatabaseBusyError, ErrorKind, WriteFailedError, describe, transient_cause
+from .errors import (
+    DatabaseBusyError,
+    ErrorKind,
+    WriteFailedError,
+    describe,
+    is_server_error,
+    transient_cause,
+    transient_fix,
+)
 
 __all__ = [
     "DEFAULT_POLICY",
@@ -69,11 +77,10 @@ def _exhausted(
 ) -> DatabaseBusyError:
     cause = exc.__cause__ if exc.__cause__ is not None else exc
     what = transient_cause(cause)
-    fix = (
-        "check the file's permissions and how it was opened (mode=ro, query_only)"
-        if what == "read-only"
-        else "find the process holding the write lock and stop it, or raise the write budget"
-    )
+    if what == "read-only" or is_server_error(cause):
+        fix = transient_fix(what)
+    else:
+        fix = "find the process holding the write lock and stop it, or raise the write budget"
     return DatabaseBusyError(
         f"database is {what} for {elapsed:.1f} s ({tries} attempt{'s' * (tries != 1)} within a "
         f"{budget:g} s budget; last error: {describe(cause)}); {fix}",

@@ -17,6 +17,7 @@ from . import engine as engine_mod
 from . import opening, quarantine, walcheck
 from .database import Database
 from .engine import Driver, DriverName, create_store_engine, db_path_for_home
+from .engine_pg import PgTarget, resolve_url
 from .errors import (
     ImportSourceError,
     StateDbCorruptError,
@@ -114,6 +115,7 @@ class StateStore:
         cls,
         home: str | os.PathLike[str] | None = None,
         *,
+        url: str | None = None,
         upgrade: bool = False,
         driver: DriverName | None = None,
         write_budget_s: float | None = None,
@@ -130,7 +132,16 @@ class StateStore:
         ``recover`` (the default) pending transcript spool files are replayed before
         the store is returned (see :meth:`recover_pending`); a spool that cannot be
         replayed now stays for later and never fails the open.
+
+        ``url`` (else ``$HERMES_REPO_URL``) chooses a PostgreSQL database,
+        ``postgresql+psycopg://user:pw@host:port/db`` (needs ``pip install
+        'hermes_repo[postgresql]'``); ``home`` then still holds the transcript spool and
+        the other local files. Without either (or with ``url="sqlite"``), the store is
+        the SQLite file in ``home``.
         """
+        target = resolve_url(url)
+        if target is not None:
+            return cls._open_server(home, target, upgrade, write_budget_s, recover)
         db_path = db_path_for_home(home)
         info = quarantine.quarantine_info(db_path)
         if info is not None:
@@ -177,6 +188,33 @@ class StateStore:
             holder,
             guard,
             rebuild=outcome if outcome.ran else None,
+            write_budget_s=write_budget_s,
+            database=database,
+        )
+        if recover:
+            store._recover_at_open()
+        return store
+
+    @classmethod
+    def _open_server(
+        cls,
+        home: str | os.PathLike[str] | None,
+        target: PgTarget,
+        upgrade: bool,
+        write_budget_s: float | None,
+        recover: bool,
+    ) -> StateStore:
+        db_path = db_path_for_home(home)
+        database = opening.open_server(
+            db_path.parent, target, upgrade=upgrade, write_budget_s=write_budget_s
+        )
+        # No holder lock file on a server: a registration that is never taken.
+        store = cls(
+            database.home,
+            database.engine,
+            database.driver,
+            HolderLock(db_path),
+            database.guard,
             write_budget_s=write_budget_s,
             database=database,
         )

@@ -4,11 +4,14 @@ Three ways in, one engine setup:
 
 * ``hermes-repo db upgrade`` / ``StateStore.open`` pass their own connection in
   ``config.attributes["connection"]`` (the store's engine, hooks included);
-* ``alembic -x url=sqlite:///path/state.db ...`` or ``sqlalchemy.url`` in the ini;
+* ``alembic -x url=sqlite:///path/state.db ...``,
+  ``alembic -x url=postgresql+psycopg://user:pw@host/db ...`` or ``sqlalchemy.url`` in
+  the ini;
 * otherwise ``$HERMES_HOME/state.db`` (default ``~/.hermes/state.db``).
 
-Migrations run in one real transaction (``transactional_ddl``): the engine's begin hook
-emits ``BEGIN IMMEDIATE``, so a failing revision leaves no half-applied schema behind.
+Migrations run in one real transaction (``transactional_ddl``): on SQLite the engine's
+begin hook emits ``BEGIN IMMEDIATE``; PostgreSQL's DDL is transactional. A failing
+revision leaves no half-applied schema behind.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.pool import NullPool
 
 from hermes_repo.engine import WRITE_OPTION, create_store_engine, db_path_for_home
+from hermes_repo.engine_pg import PgTarget, create_pg_engine, resolve_url
 from hermes_repo.models import Base
 from hermes_repo.schema.fts import DERIVED_NAMES
 
@@ -30,10 +34,11 @@ target_metadata = Base.metadata
 
 
 def include_name(name: str | None, type_: str, parent_names: Any) -> bool:
-    # FTS5 virtual tables, their shadow tables and source views, and the partial indexes
-    # over rows longer than an index's cap are derived objects that live outside
-    # MetaData; without this filter autogenerate proposes dropping them.
-    if type_ in ("table", "index"):
+    # FTS5 virtual tables, their shadow tables and source views, the partial indexes
+    # over rows longer than an index's cap, and PostgreSQL's search columns are derived
+    # objects that live outside MetaData; without this filter autogenerate proposes
+    # dropping them.
+    if type_ in ("table", "index", "column"):
         return name not in DERIVED_NAMES
     return True
 
@@ -46,14 +51,22 @@ def _configured_url() -> str | None:
     return ini_url or None
 
 
-def _db_path() -> Path:
+def _target() -> Path | PgTarget:
+    """The SQLite file or the PostgreSQL database to migrate."""
     url = _configured_url()
     if url is None:
         return db_path_for_home(None)
     parsed = make_url(url)
-    if parsed.get_backend_name() != "sqlite" or not parsed.database:
-        raise SystemExit(f"hermes_repo migrations need a SQLite file URL, got {url!r}")
-    return Path(parsed.database)
+    if parsed.get_backend_name() == "sqlite" and parsed.database:
+        return Path(parsed.database)
+    if parsed.get_backend_name() == "postgresql":
+        target = resolve_url(parsed)
+        assert target is not None  # a URL was given
+        return target
+    raise SystemExit(
+        "hermes_repo migrations need a SQLite file URL (sqlite:///path/state.db) or a "
+        f"PostgreSQL one (postgresql+psycopg://...), got {parsed.render_as_string()!r}"
+    )
 
 
 def _configure(connection: Connection) -> None:
@@ -87,7 +100,12 @@ def run_migrations_online() -> None:
         with context.begin_transaction():
             context.run_migrations()
         return
-    engine = create_store_engine(_db_path(), poolclass=NullPool)
+    target = _target()
+    engine = (
+        create_store_engine(target, poolclass=NullPool)
+        if isinstance(target, Path)
+        else create_pg_engine(target, poolclass=NullPool)
+    )
     try:
         with engine.execution_options(**{WRITE_OPTION: True}).connect() as connection:
             _configure(connection)

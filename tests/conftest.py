@@ -7,10 +7,19 @@ template holds the search corpus of ``tests/support/fts_checks.py``, also built 
 A quarantine lasts for the process: every fixture that hands out a store folder forgets
 the quarantine of its ``state.db`` after the test (``quarantine.clear``); a test that
 quarantines another file names it to ``forget_quarantine``.
+
+Both backends: a test that asks for ``backend`` runs once on SQLite and once on
+PostgreSQL. On PostgreSQL it gets a fresh database (``CREATE DATABASE ... TEMPLATE`` of
+one migrated once per run) exported as ``HERMES_REPO_URL``, so ``store``,
+``StateStore.open(home)`` and the CLI's subprocesses all use it, while ``home`` keeps
+the spool. Without ``HERMES_TEST_PG_URL`` those runs skip, naming the command that runs
+them; with ``HERMES_TEST_REQUIRE_PG=1`` they fail instead. Tests marked ``sqlite_only``
+(every test under tests/faults but the PostgreSQL ones) never run on PostgreSQL.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,15 +32,85 @@ if str(ROOT) not in sys.path:
 
 from hermes_repo import StateStore, quarantine  # noqa: E402
 from tests.support.fts_checks import seed_store  # noqa: E402
+from tests.support.pg import PgServer  # noqa: E402
 from tests.support.stores import copy_store  # noqa: E402
+
+# A server named by the caller's environment must not capture the session-wide
+# templates built before any per-test fixture runs.
+os.environ.pop("HERMES_REPO_URL", None)
+
+BACKENDS = ("sqlite", "postgresql")
+_PG_URL_ENV = "HERMES_TEST_PG_URL"
+_PG_REQUIRE_ENV = "HERMES_TEST_REQUIRE_PG"
+_PG_HOW = "make test-pg"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    faults = ROOT / "tests" / "faults"
+    keep, dropped = [], []
+    for item in items:
+        path = Path(str(item.path))
+        if faults in path.parents and not path.name.startswith("test_pg_"):
+            item.add_marker(pytest.mark.sqlite_only)
+        callspec = getattr(item, "callspec", None)
+        on_pg = callspec is not None and callspec.params.get("backend") == "postgresql"
+        if on_pg and item.get_closest_marker("sqlite_only") is not None:
+            dropped.append(item)
+        else:
+            keep.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
 
 
 @pytest.fixture(autouse=True)
 def _isolated_hermes_home(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # No test may ever touch the real ~/.hermes.
+    # No test may ever touch the real ~/.hermes, nor a server named by the environment.
     monkeypatch.setenv("HERMES_HOME", str(tmp_path_factory.mktemp("default-home")))
+    monkeypatch.delenv("HERMES_REPO_URL", raising=False)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> PgServer:
+    """The PostgreSQL server of ``HERMES_TEST_PG_URL`` (skip, or fail when required)."""
+    url = os.environ.get(_PG_URL_ENV, "").strip()
+    if not url:
+        why = f"no PostgreSQL server: set {_PG_URL_ENV}, or run `{_PG_HOW}`"
+        if os.environ.get(_PG_REQUIRE_ENV) == "1":
+            pytest.fail(f"{_PG_REQUIRE_ENV}=1 but {why}")
+        pytest.skip(why)
+    return PgServer(url)
+
+
+@pytest.fixture(scope="session")
+def pg_template(pg_server: PgServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A database migrated to head once per run: what every PostgreSQL test copies."""
+    name = pg_server.new_name("template")
+    url = pg_server.create(name)
+    home = tmp_path_factory.mktemp("pg-template-home")
+    StateStore.open(home, url=url.render_as_string(hide_password=False)).close()
+    yield name
+    pg_server.drop(name)
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """``"sqlite"`` or ``"postgresql"``: the backend of this run of the test. On
+    PostgreSQL a fresh database is the store (``HERMES_REPO_URL``), dropped after."""
+    if request.param == "sqlite":
+        yield "sqlite"
+        return
+    server: PgServer = request.getfixturevalue("pg_server")
+    template: str = request.getfixturevalue("pg_template")
+    name = server.new_name("t")
+    url = server.create(name, template=template)
+    monkeypatch.setenv("HERMES_REPO_URL", url.render_as_string(hide_password=False))
+    try:
+        yield "postgresql"
+    finally:
+        server.drop(name)
 
 
 @pytest.fixture(scope="session")
@@ -87,7 +166,10 @@ def seeded_home(tmp_path: Path, seeded_template: Path) -> Iterator[Path]:
 
 
 @pytest.fixture
-def store(home: Path) -> Iterator[StateStore]:
+def store(request: pytest.FixtureRequest, home: Path) -> Iterator[StateStore]:
+    """The store in ``home``; on the backend of the run when the test asks for one."""
+    if "backend" in request.fixturenames:
+        request.getfixturevalue("backend")  # sets HERMES_REPO_URL first on PostgreSQL
     st = StateStore.open(home)
     try:
         yield st

@@ -24,6 +24,7 @@ from sqlalchemy.exc import DBAPIError
 from .. import __version__
 from ..engine import select_driver
 from ..errors import HermesRepoError, translate
+from ._options import URL_HELP
 from ._output import CliError
 from ._state import CliState
 
@@ -42,7 +43,7 @@ __all__ = ["CliError", "CliState", "main"]
 
 def _driver_errors() -> tuple[type[Exception], ...]:
     # Raw DB-API errors (not wrapped by SQLAlchemy) escape from the backup API and from
-    # raw connections; both drivers' base classes are caught so none becomes a traceback.
+    # raw connections; every driver's base class is caught so none becomes a traceback.
     errors: list[type[Exception]] = [sqlite3.Error]
     try:
         import pysqlite3.dbapi2 as pysqlite3_dbapi
@@ -50,6 +51,12 @@ def _driver_errors() -> tuple[type[Exception], ...]:
         pass
     else:
         errors.append(pysqlite3_dbapi.Error)
+    try:
+        import psycopg
+    except ImportError:
+        pass
+    else:
+        errors.append(psycopg.Error)
     return tuple(errors)
 
 
@@ -153,6 +160,14 @@ def _home_option(ctx: click.Context, param: click.Parameter, value: str | None) 
     help="Folder holding state.db. [default: $HERMES_HOME, else ~/.hermes]",
 )
 @click.option(
+    "--url",
+    default=None,
+    envvar="HERMES_REPO_URL",
+    show_envvar=False,
+    metavar="URL",
+    help=URL_HELP,
+)
+@click.option(
     "--version",
     is_flag=True,
     expose_value=False,
@@ -167,7 +182,7 @@ def _home_option(ctx: click.Context, param: click.Parameter, value: str | None) 
     help="Log what the library does (INFO and up) on stderr as it happens.",
 )
 @click.pass_context
-def main(ctx: click.Context, home: Path | None, verbose: bool) -> None:
+def main(ctx: click.Context, home: Path | None, url: str | None, verbose: bool) -> None:
     """Operate a hermes_repo session store (state.db) from the shell.
 
     Migrate the schema, import and export transcripts, list and search sessions.
@@ -180,7 +195,7 @@ def main(ctx: click.Context, home: Path | None, verbose: bool) -> None:
       hermes-repo import samples/sample_sessions.jsonl
       hermes-repo search "checkpoint" --limit 5
     """
-    ctx.obj = CliState(home, verbose=verbose)
+    ctx.obj = CliState(home, url=url or None, verbose=verbose)
 
 
 # Registration is an explicit list: a new command module adds one entry here.

@@ -13,11 +13,22 @@ import click
 
 from ._numbers import LIMIT
 
-__all__ = ["include_inactive_option", "json_option", "limit_option", "session_option"]
+__all__ = [
+    "URL_HELP",
+    "include_inactive_option",
+    "json_option",
+    "limit_option",
+    "session_option",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 JSON_HELP = "Print machine-readable JSON."
+URL_HELP = (
+    "PostgreSQL database of the store, postgresql+psycopg://USER:PASSWORD@HOST:PORT/DB "
+    "(needs `pip install 'hermes_repo[postgresql]'`). --home still holds the spool and "
+    "other local files. [default: $HERMES_REPO_URL, else the SQLite state.db in --home]"
+)
 
 
 def json_option(help: str = JSON_HELP) -> Callable[[F], F]:

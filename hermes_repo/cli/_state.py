@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from ..engine import db_path_for_home
+from ..engine_pg import PgTarget, resolve_url
 from ..store import StateStore
 
 __all__ = ["CliState"]
@@ -40,10 +41,12 @@ class _DeferredWarnings(logging.Handler):
 class CliState:
     """What every command shares: the store folder and a lazily opened store."""
 
-    def __init__(self, home: Path | None, *, verbose: bool = False) -> None:
+    def __init__(self, home: Path | None, *, url: str | None = None, verbose: bool = False) -> None:
         # None means "the library's default" ($HERMES_HOME, else ~/.hermes): resolving it
         # here would duplicate that rule, so it is passed through as is.
         self.home = home
+        #: The PostgreSQL URL (--url or HERMES_REPO_URL); None: the SQLite file in home.
+        self.url = url
         self._store: StateStore | None = None
         self._log_handler: logging.Handler
         if verbose:
@@ -64,6 +67,11 @@ class CliState:
             self._log_handler.flush_to_stderr()
 
     @property
+    def server(self) -> PgTarget | None:
+        """The PostgreSQL database of this invocation (checked), or None for SQLite."""
+        return resolve_url(self.url)
+
+    @property
     def db_path(self) -> Path:
         """The ``state.db`` this invocation operates on."""
         return db_path_for_home(self.home)
@@ -72,7 +80,7 @@ class CliState:
     def store(self) -> StateStore:
         """The store, opened on first use (created at head if the file is missing)."""
         if self._store is None:
-            self._store = StateStore.open(self.home)
+            self._store = StateStore.open(self.home, url=self.url)
         return self._store
 
     def close(self) -> None:

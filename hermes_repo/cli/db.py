@@ -15,6 +15,7 @@ import click
 
 from ..engine import Driver
 from ..ops.replace import replace_store
+from ..ops.server_schema import check_server, server_revision, upgrade_server
 from ..ops.upgrade import (
     SchemaRevision,
     check_schema,
@@ -76,6 +77,14 @@ def upgrade(state: CliState) -> None:
     Example:
       hermes-repo --home ~/.hermes db upgrade
     """
+    server = state.server
+    if server is not None:
+        was, now = upgrade_server(server)
+        if was.status == "at-head":
+            click.echo(f"{was.location} is already at head {was.head}; nothing to migrate")
+        else:
+            click.echo(f"upgraded {was.location}: {was.revision or 'empty'} -> {now.revision}")
+        return
     path = state.db_path
     with schema_engine(path) as engine:
         rev = read_revision(engine, path)
@@ -124,6 +133,15 @@ def current(state: CliState, as_json: bool) -> None:
     Example:
       hermes-repo db current --json
     """
+    server = state.server
+    if server is not None:
+        at = server_revision(server)
+        if as_json:
+            echo_json(at.as_dict())
+            return
+        for name, value in at.as_dict().items():
+            click.echo(f"{name + ':':<9} {value or '-'}")
+        return
     found = describe_revision(state.db_path)
     if as_json:
         echo_json(found.as_dict())
@@ -149,15 +167,26 @@ def check(state: CliState) -> None:
     Example:
       hermes-repo db check || hermes-repo db upgrade
     """
-    path = state.db_path
-    rev, drift = check_schema(path)
+    server = state.server
+    if server is not None:
+        srev, drift = check_server(server)
+        if srev.status != "at-head":
+            raise CliError(
+                f"{srev.location} is {srev.status} (revision {srev.revision or '-'}, head "
+                f"{srev.head}); run `hermes-repo --url URL db upgrade`"
+            )
+        where, head = srev.location, srev.head
+        fix = "restore the database from a backup (pg_restore)"
+    else:
+        rev, drift = check_schema(state.db_path)
+        where, head = str(state.db_path), rev.head
+        fix = "restore a backup or recover the store into a new file with the migrations"
     if drift is not None:
         click.echo(drift)
         raise CliError(
-            f"the schema of {path} differs from the models (drift printed above); "
-            "restore a backup or recover the store into a new file with the migrations"
+            f"the schema of {where} differs from the models (drift printed above); {fix}"
         )
-    click.echo(f"{path}: schema at head {rev.head}, no drift")
+    click.echo(f"{where}: schema at head {head}, no drift")
 
 
 @db.command("replace")

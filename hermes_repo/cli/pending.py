@@ -160,7 +160,7 @@ def recover(state: CliState, session_id: str | None, budget: float | None, as_js
       hermes-repo pending recover --session 20240611_101500_abcdef123456
     """
     # Open without the automatic recovery, so this command reports what it did.
-    with StateStore.open(state.home, recover=False, write_budget_s=budget) as store:
+    with StateStore.open(state.home, url=state.url, recover=False, write_budget_s=budget) as store:
         report = store.recover_pending(session_id)
     if as_json:
         echo_json(

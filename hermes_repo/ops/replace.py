@@ -36,6 +36,7 @@ from typing import Any
 from sqlalchemy.exc import DBAPIError
 
 from ..engine import DriverName, db_path_for_home, select_driver
+from ..engine_pg import SQLITE_FILE
 from ..errors import HermesRepoError, describe
 from ..holders import HolderLock, StoreHeldError, lock_pids, pid_alive
 from ..schema import migrate
@@ -223,7 +224,8 @@ def replace_store(
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
     try:
-        with StateStore.open(folder, recover=False) as store:
+        # The installed file, even where HERMES_REPO_URL names a server.
+        with StateStore.open(folder, url=SQLITE_FILE, recover=False) as store:
             health = store.health()
     except HermesRepoError as exc:
         kept = ", ".join(result.aside) or "nothing (there was no store)"

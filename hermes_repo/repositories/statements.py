@@ -82,7 +82,13 @@ def execute(
         many = db.exec_driver_sql(stmt.sql, list(params))
         return many.rowcount, None
     result = cast(CursorResult[Any], cast(Connection | Session, db).execute(stmt.clause, params))
-    return result.rowcount, result.lastrowid
+    if result.context.dialect.name == "sqlite":
+        return result.rowcount, result.lastrowid
+    # psycopg has no lastrowid: the dialect's RETURNING gave the new key of an insert.
+    if not result.is_insert or result.context.executemany:
+        return result.rowcount, None
+    key = result.inserted_primary_key
+    return result.rowcount, None if key is None else key[0]
 
 
 def _is_sqlite(conn: Connection) -> bool:

@@ -31,6 +31,9 @@ down_revision: str | Sequence[str] | None = None
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
+# 64-bit on both: SQLite's INTEGER already is; PostgreSQL's INTEGER is 32-bit.
+INT64 = sa.Integer().with_variant(sa.BigInteger(), "postgresql")
+
 FTS_CREATE = (
     "CREATE VIEW messages_fts_src AS SELECT m.id AS id, coalesce(m.content, m.content_text) AS content, m.tool_name AS tool_name FROM messages AS m",
     "CREATE VIRTUAL TABLE messages_fts USING fts5(content, tool_name, content='messages_fts_src', content_rowid='id', tokenize=\"unicode61 remove_diacritics 2\")",
@@ -70,10 +73,10 @@ def upgrade() -> None:
         sa.Column("started_at", sa.Float(), nullable=False),
         sa.Column("ended_at", sa.Float(), nullable=True),
         sa.Column("end_reason", sa.String(), nullable=True),
-        sa.Column("message_count", sa.Integer(), server_default=sa.text("0"), nullable=False),
-        sa.Column("tool_call_count", sa.Integer(), server_default=sa.text("0"), nullable=False),
-        sa.Column("input_tokens", sa.Integer(), server_default=sa.text("0"), nullable=False),
-        sa.Column("output_tokens", sa.Integer(), server_default=sa.text("0"), nullable=False),
+        sa.Column("message_count", INT64, server_default=sa.text("0"), nullable=False),
+        sa.Column("tool_call_count", INT64, server_default=sa.text("0"), nullable=False),
+        sa.Column("input_tokens", INT64, server_default=sa.text("0"), nullable=False),
+        sa.Column("output_tokens", INT64, server_default=sa.text("0"), nullable=False),
         sa.ForeignKeyConstraint(
             ["parent_session_id"],
             ["sessions.id"],
@@ -87,7 +90,7 @@ def upgrade() -> None:
 
     op.create_table(
         "messages",
-        sa.Column("id", sa.Integer(), nullable=False),
+        sa.Column("id", INT64, nullable=False),
         sa.Column("session_id", sa.String(), nullable=False),
         sa.Column("uid", sa.String(), nullable=False),
         sa.Column("role", sa.String(), nullable=False),
@@ -98,7 +101,7 @@ def upgrade() -> None:
         sa.Column("tool_call_id", sa.String(), nullable=True),
         sa.Column("tool_name", sa.String(), nullable=True),
         sa.Column("timestamp", sa.Float(), nullable=False),
-        sa.Column("token_count", sa.Integer(), nullable=True),
+        sa.Column("token_count", INT64, nullable=True),
         sa.Column("finish_reason", sa.String(), nullable=True),
         sa.Column("reasoning", sa.Text(), nullable=True),
         sa.Column("reasoning_details", sa.Text(), nullable=True),
@@ -133,6 +136,9 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("key", name=op.f("pk_state_meta")),
     )
 
+    # FTS5 is SQLite's; PostgreSQL's search index comes with a later revision.
+    if op.get_context().dialect.name != "sqlite":
+        return
     # One statement per op.execute: executescript would commit first and break the
     # migration's single transaction.
     for statement in FTS_CREATE:
@@ -140,8 +146,9 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    for statement in FTS_DROP:
-        op.execute(statement)
+    if op.get_context().dialect.name == "sqlite":
+        for statement in FTS_DROP:
+            op.execute(statement)
     op.drop_table("state_meta")
     op.drop_index(op.f("ix_messages_session_id_active_id"), table_name="messages")
     op.drop_index(op.f("ix_messages_session_id_id"), table_name="messages")

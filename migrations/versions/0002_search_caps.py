@@ -129,13 +129,22 @@ def _recreate(tables: Sequence[str], triggers: Sequence[str]) -> None:
     op.execute("DELETE FROM state_meta WHERE key = 'fts_stale'")
 
 
+def _on_sqlite() -> bool:
+    # Everything here is FTS5 or a SQLite partial index: nothing to do on PostgreSQL.
+    return op.get_context().dialect.name == "sqlite"
+
+
 def upgrade() -> None:
+    if not _on_sqlite():
+        return
     _recreate(FTS_TABLES, FTS_TRIGGERS)
     for statement in LONG_ROW_INDEXES:
         op.execute(statement)
 
 
 def downgrade() -> None:
+    if not _on_sqlite():
+        return
     for statement in LONG_ROW_INDEXES:
         op.execute("DROP INDEX IF EXISTS " + statement.split()[2])
     _recreate(FTS_TABLES_0001, FTS_TRIGGERS_0001)

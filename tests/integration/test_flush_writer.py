@@ -19,6 +19,9 @@ from hermes_repo import (
 from hermes_repo.transcript import spool
 from tests.support.spooling import check_store, pending_files, stored
 
+# The public API these tests prove runs on SQLite and on PostgreSQL.
+pytestmark = pytest.mark.usefixtures("backend")
+
 Msg = dict[str, Any]
 
 

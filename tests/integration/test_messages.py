@@ -5,11 +5,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
 from hermes_repo import StateStore
+
+# The public API these tests prove runs on SQLite and on PostgreSQL.
+pytestmark = pytest.mark.usefixtures("backend")
 
 # Any text SQLite can hold as TEXT except NUL (C strings end there) and lone surrogates
 # (not encodable as UTF-8): CJK, emoji, control characters, combining marks.

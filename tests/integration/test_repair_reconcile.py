@@ -33,6 +33,9 @@ from hermes_repo.transcript.reconcile import (
 from hermes_repo.transcript.repair import violations
 from tests.support.transcripts import EXPECTED_ARCHIVED, MALFORMED, call, raw_connect, seed
 
+# The public API these tests prove runs on SQLite and on PostgreSQL.
+pytestmark = pytest.mark.usefixtures("backend")
+
 Msg = dict[str, Any]
 
 
@@ -57,6 +60,18 @@ def file_digest(path: Path) -> dict[str, str | None]:
 @contextmanager
 def assert_no_write(store: StateStore) -> Iterator[None]:
     """Fail if anything commits to the database (or touches its files) in the block."""
+    if not store.database.backend.is_file:
+        # A server's files are its own: every row's xmin changes when a write touches it.
+        with closing(raw_connect(store)) as watcher:
+            versions = (
+                "SELECT 'm', id::text, xmin::text FROM messages UNION ALL "
+                "SELECT 's', id, xmin::text FROM sessions UNION ALL "
+                "SELECT 'k', key, xmin::text FROM state_meta ORDER BY 1, 2"
+            )
+            before_rows = watcher.execute(versions).fetchall()
+            yield
+            assert watcher.execute(versions).fetchall() == before_rows
+        return
     with closing(raw_connect(store)) as watcher:
         version = watcher.execute("PRAGMA data_version").fetchone()[0]
         before = file_digest(store.path)
@@ -174,6 +189,8 @@ def test_write_touches_only_the_changed_rows(store: StateStore) -> None:
     assert result.rows_written == len(changed) + 1
 
 
+# Search on PostgreSQL arrives with its own revision (0004); until then SQLite only.
+@pytest.mark.sqlite_only
 def test_search_finds_merged_text_at_the_survivor_only(store: StateStore) -> None:
     sid, ids = seed(store, MALFORMED)
     assert {h.message_id for h in store.search("quokkas")} == {ids[2]}
@@ -223,7 +240,8 @@ def test_multimodal_merge_is_stored_as_parts(store: StateStore) -> None:
         ).fetchone()
     assert content is None and json.loads(parts) == out[0]["content"]
     assert searchable == "look at this 和这个"  # the indexed text of the parts
-    assert [h.message_id for h in store.search("这个")] == [ids[0]]
+    if store.database.backend.is_file:  # search on PostgreSQL arrives with revision 0004
+        assert [h.message_id for h in store.search("这个")] == [ids[0]]
     assert store.load_conversation(sid, repair=True).repairs == 0
 
 
@@ -294,6 +312,9 @@ needs_wal = pytest.mark.skipif(
 )
 
 
+# SQLite refuses a write from a stale read snapshot; PostgreSQL's READ COMMITTED does not,
+# so there a concurrent repair is met as a ReconcileConflict (multi-host work to come).
+@pytest.mark.sqlite_only
 @needs_wal
 def test_repair_done_by_another_process_in_between_is_not_repeated(
     home: Path, monkeypatch: pytest.MonkeyPatch
@@ -318,6 +339,7 @@ def test_repair_done_by_another_process_in_between_is_not_repeated(
         assert merged == "first question about zebras\n\nsecond part mentions quokkas"
 
 
+@pytest.mark.sqlite_only
 @needs_wal
 def test_rows_appended_in_between_are_planned_too(
     home: Path, monkeypatch: pytest.MonkeyPatch

@@ -33,6 +33,9 @@ from hermes_repo.transfer import (
     write_export,
 )
 
+# The public API these tests prove runs on SQLite and on PostgreSQL.
+pytestmark = pytest.mark.usefixtures("backend")
+
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "samples" / "sample_sessions.jsonl"
 

@@ -6,6 +6,9 @@ import pytest
 
 from hermes_repo import IntegrityViolation, NotFoundError, StateStore
 
+# The public API these tests prove runs on SQLite and on PostgreSQL.
+pytestmark = pytest.mark.usefixtures("backend")
+
 
 def _count(store: StateStore) -> tuple[int, int]:
     h = store.health()
@@ -41,7 +44,11 @@ def test_constraint_error_is_translated_and_chained(store: StateStore) -> None:
         sid = uow.sessions.create()
         uow.messages.append(sid, {"role": "user", "content": "a", "uid": "same"})
         uow.commit()
-    with pytest.raises(IntegrityViolation, match="UNIQUE") as caught, store.unit_of_work() as uow:
+    # SQLite says "UNIQUE constraint failed", PostgreSQL "violates unique constraint".
+    with (
+        pytest.raises(IntegrityViolation, match=r"(?i)unique.*uid") as caught,
+        store.unit_of_work() as uow,
+    ):
         uow.messages.append(sid, {"role": "user", "content": "b", "uid": "same"})
     assert caught.value.__cause__ is not None
     assert _count(store) == (1, 1)

@@ -14,6 +14,7 @@ from sqlalchemy import event
 from hermes_repo import StateStore
 from hermes_repo.engine import select_driver
 from hermes_repo.transcript import spool
+from tests.support.pg import RawPg, store_url
 
 __all__ = [
     "FTS_INDEXES",
@@ -86,6 +87,14 @@ def on_store_connections(
 
 def stored(home: Path, session_id: str) -> list[dict[str, Any]]:
     """The session's rows as (uid, role, content...) dicts in id order, read raw."""
+    url = store_url()
+    if url is not None:
+        pg = RawPg(url, as_dicts=True)
+        try:
+            sql = "SELECT * FROM messages WHERE session_id = ? ORDER BY id"
+            return list(pg.execute(sql, (session_id,)).fetchall())
+        finally:
+            pg.close()
     con = raw(home)
     try:
         con.row_factory = MODULE.Row

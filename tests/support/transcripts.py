@@ -11,6 +11,7 @@ from hermes_repo.transcript.repair import (
     RULE_MERGE_USER,
     RULE_ORPHAN_TOOL,
 )
+from tests.support.pg import RawPg
 
 __all__ = ["EXPECTED_ARCHIVED", "MALFORMED", "call", "raw_connect", "seed"]
 
@@ -66,5 +67,8 @@ def seed(store: StateStore, messages: list[Msg], **kw: Any) -> tuple[str, list[i
 
 
 def raw_connect(store: StateStore) -> Any:
-    """A read-only handle of the same SQLite build: it can neither write nor checkpoint."""
+    """A read-only handle of the same SQLite build: it can neither write nor checkpoint.
+    On PostgreSQL, a plain connection to the store's database (same ``?`` SQL)."""
+    if not store.database.backend.is_file:
+        return RawPg(store.engine.url.render_as_string(hide_password=False))
     return store.driver.module.connect(f"file:{store.path}?mode=ro", uri=True)

@@ -1,0 +1,152 @@
+"""The store on a PostgreSQL server: which URLs, the engine, and what differs from SQLite.
+
+A store is chosen by URL: ``None`` (and no ``HERMES_REPO_URL``) is the embedded SQLite
+file in ``home``; ``postgresql+psycopg://user:pw@host:port/db`` is a PostgreSQL
+database. ``home`` still holds the local files either way (the transcript spool above
+all: a server outage is exactly when the spool matters).
+
+Why the engine is built this way:
+
+* ``pool_pre_ping``: a connection the server dropped (a restart, ``pg_terminate_backend``,
+  an idle timeout) is found and replaced at checkout, not met by the next write;
+  SQLAlchemy's disconnect handling discards the rest of the pool when one is found dead.
+* No session state between transactions, so a transaction-mode pooler (PgBouncer) may
+  hand each transaction another server connection: server-side prepared statements are
+  off (``prepare_threshold=None``) and nothing is ``SET`` at session level; a unit that
+  needs a timeout sets it with ``SET LOCAL`` inside its own transaction.
+* Transactions are the server's default ``READ COMMITTED``: the append's counters are an
+  ``UPDATE ... SET n = n + k`` whose row lock serialises concurrent appends to a session.
+
+The password never appears in an error, a log line or a ``repr``: every message renders
+the URL with :func:`safe_url`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from sqlalchemy import Engine, create_engine
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
+
+from .backend import POSTGRESQL
+from .engine import Driver
+from .errors import ConfigurationError
+
+__all__ = [
+    "ACCEPTED_FORM",
+    "SQLITE_FILE",
+    "URL_ENV",
+    "PgTarget",
+    "create_pg_engine",
+    "load_psycopg",
+    "pg_driver",
+    "resolve_url",
+    "safe_url",
+]
+
+URL_ENV = "HERMES_REPO_URL"
+SQLITE_FILE = "sqlite"
+ACCEPTED_FORM = "postgresql+psycopg://USER:PASSWORD@HOST:PORT/DATABASE"
+_DRIVERNAME = "postgresql+psycopg"
+
+
+def safe_url(url: URL) -> str:
+    """The URL as text with its password masked: the only form it is ever shown in."""
+    return url.render_as_string(hide_password=True)
+
+
+@dataclass(frozen=True)
+class PgTarget:
+    """A PostgreSQL database the store runs on (the parsed, checked URL)."""
+
+    url: URL
+
+    def __repr__(self) -> str:
+        return f"PgTarget({safe_url(self.url)!r})"
+
+    def __str__(self) -> str:
+        return safe_url(self.url)
+
+
+def _mask_text(text: str) -> str:
+    """``text`` with the password of any URL-looking part hidden (for refusal messages)."""
+    try:
+        return safe_url(make_url(text))
+    except (ArgumentError, ValueError):
+        return "<unparsable URL>"
+
+
+def resolve_url(url: str | URL | None) -> PgTarget | None:
+    """The store's database from ``url``, else from ``$HERMES_REPO_URL``; None: SQLite.
+
+    Only ``postgresql+psycopg://...`` is accepted; any other URL is refused with the
+    accepted form (a ``sqlite://`` URL too: a SQLite store is chosen by ``home``).
+    ``url=SQLITE_FILE`` (``"sqlite"``) means the SQLite file whatever the environment
+    says: for work that exists only on a file (installing a recovered file, say).
+    """
+    if isinstance(url, str) and url == SQLITE_FILE:
+        return None
+    given: str | URL | None = url
+    if given is None or (isinstance(given, str) and not given.strip()):
+        given = os.environ.get(URL_ENV, "").strip() or None
+    if given is None:
+        return None
+    where = f"{URL_ENV}" if url is None else "url"
+    try:
+        parsed = given if isinstance(given, URL) else make_url(given)
+    except (ArgumentError, ValueError):
+        # Not chained: the parser's message repeats the whole text, password included.
+        raise ConfigurationError(
+            f"{where} {_mask_text(str(given))!r} is not a database URL; give one of the form "
+            f"{ACCEPTED_FORM} (or leave it out for the SQLite store in --home)"
+        ) from None
+    if parsed.drivername != _DRIVERNAME:
+        shown = safe_url(parsed)
+        if parsed.get_backend_name() == "sqlite":
+            fix = "a SQLite store is chosen by its folder: leave the URL out and pass home"
+        else:
+            fix = f"use {ACCEPTED_FORM}"
+        raise ConfigurationError(
+            f"{where} {shown!r} is not a supported store URL (only PostgreSQL through "
+            f"psycopg 3 is: {ACCEPTED_FORM}); {fix}"
+        )
+    if not parsed.database:
+        raise ConfigurationError(
+            f"{where} {safe_url(parsed)!r} names no database; give one of the form {ACCEPTED_FORM}"
+        )
+    return PgTarget(parsed)
+
+
+def load_psycopg() -> ModuleType:
+    """The psycopg 3 module, or a :class:`ConfigurationError` naming the extra to install."""
+    try:
+        return importlib.import_module("psycopg")
+    except ImportError as exc:
+        raise ConfigurationError(
+            "a PostgreSQL store needs the psycopg 3 driver, which is not installed; run "
+            "`pip install 'hermes_repo[postgresql]'`"
+        ) from exc
+
+
+def pg_driver() -> Driver:
+    """The :class:`~hermes_repo.engine.Driver` of a PostgreSQL store (psycopg 3)."""
+    return Driver("psycopg", load_psycopg(), "", POSTGRESQL)
+
+
+def create_pg_engine(target: PgTarget, **engine_kwargs: Any) -> Engine:
+    """The engine of a PostgreSQL store (see the module's docstring for each choice)."""
+    drv = pg_driver()
+    connect_args = dict(engine_kwargs.pop("connect_args", {}))
+    # Server-side prepared statements live in the server session: behind a
+    # transaction-mode pooler the next transaction may run on another one.
+    connect_args.setdefault("prepare_threshold", None)
+    connect_args.setdefault("application_name", "hermes_repo")
+    engine_kwargs.setdefault("pool_pre_ping", True)
+    engine = create_engine(target.url, connect_args=connect_args, **engine_kwargs)
+    engine.info_driver = drv  # type: ignore[attr-defined]
+    return engine

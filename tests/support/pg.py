@@ -1,0 +1,235 @@
+"""A throwaway PostgreSQL cluster for the tests, and the databases each test gets.
+
+Run as a script to start or stop a cluster (what ``.ci/run`` and ``make test-pg`` do)::
+
+    python -m tests.support.pg start DIR PORT     # prints the URL (PORT "auto": a free one)
+    python -m tests.support.pg stop DIR
+    python -m tests.support.pg createdb URL NAME  # prints the new database's URL
+
+``initdb -D DIR -A trust -U postgres -E UTF8 --locale=C.UTF-8`` (without ``-E UTF8`` a
+cluster may default to SQL_ASCII, which stores bytes unchecked), started on a loopback
+port with its socket in DIR. The server refuses to run as root: as root both run as the
+``postgres`` user (``runuser``), with DIR owned by it and its parents traversable; as
+anyone else they run directly. ``initdb``/``pg_ctl`` come from PATH, else from
+``/usr/lib/postgresql/*/bin``.
+
+The fixtures use :class:`PgServer`: one migrated template database per test run, and a
+``CREATE DATABASE ... TEMPLATE`` copy of it per test (a file-level copy: much faster
+than running the migrations again).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.rows import dict_row, tuple_row
+from sqlalchemy.engine import URL, make_url
+
+URL_ENV = "HERMES_TEST_PG_URL"
+REQUIRE_ENV = "HERMES_TEST_REQUIRE_PG"
+HOW_TO_RUN = "make test-pg (starts a throwaway PostgreSQL cluster, runs pytest with it, stops it)"
+
+
+def find_binary(name: str) -> str:
+    """``initdb`` or ``pg_ctl``: on PATH, else the newest ``/usr/lib/postgresql/*/bin``."""
+    found = shutil.which(name)
+    if found:
+        return found
+    candidates = sorted(
+        glob.glob(f"/usr/lib/postgresql/*/bin/{name}"),
+        key=lambda p: int(Path(p).parts[-3]) if Path(p).parts[-3].isdigit() else 0,
+    )
+    if not candidates:
+        raise SystemExit(
+            f"{name} not found on PATH or under /usr/lib/postgresql/*/bin; install the "
+            "PostgreSQL server (Debian: apt-get install postgresql postgresql-contrib)"
+        )
+    return candidates[-1]
+
+
+def _as_server_user(cmd: list[str]) -> list[str]:
+    if os.geteuid() == 0:
+        return ["runuser", "-u", "postgres", "--", *cmd]
+    return cmd
+
+
+def _hand_to_server_user(folder: Path) -> None:
+    """As root: DIR owned by ``postgres``, every parent traversable (``o+x``)."""
+    if os.geteuid() != 0:
+        return
+    shutil.chown(folder, "postgres", "postgres")
+    for parent in folder.resolve().parents:
+        mode = parent.stat().st_mode
+        if not mode & stat.S_IXOTH:
+            parent.chmod(mode | stat.S_IXOTH)
+
+
+def start(folder: Path, port: int) -> str:
+    """Create and start a cluster in ``folder`` (empty or missing); returns its URL."""
+    folder = folder.absolute()
+    folder.mkdir(parents=True, exist_ok=True)
+    _hand_to_server_user(folder)
+    data = folder / "data"
+    if not (data / "PG_VERSION").exists():
+        subprocess.run(
+            _as_server_user(
+                [
+                    find_binary("initdb"),
+                    "-D",
+                    str(data),
+                    "-A",
+                    "trust",
+                    "-U",
+                    "postgres",
+                    "-E",
+                    "UTF8",
+                    "--locale=C.UTF-8",
+                ]
+            ),
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+    # A throwaway cluster needs no durability across an OS crash: without fsync each
+    # test's CREATE/DROP DATABASE and every commit cost a fraction of the time.
+    options = (
+        f"-p {port} -k {folder} -c listen_addresses=127.0.0.1"
+        " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+    )
+    subprocess.run(
+        _as_server_user(
+            [
+                find_binary("pg_ctl"),
+                "-D",
+                str(data),
+                "-l",
+                str(folder / "log"),
+                "-o",
+                options,
+                "-w",
+                "start",
+            ]
+        ),
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    return f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
+
+
+def stop(folder: Path) -> None:
+    """Stop the cluster in ``folder`` (fast shutdown); a stopped one is left alone."""
+    data = folder.absolute() / "data"
+    if not (data / "postmaster.pid").exists():
+        return
+    subprocess.run(
+        _as_server_user([find_binary("pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"]),
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+
+
+class PgServer:
+    """Databases on the server at ``url`` (a superuser's URL to any database)."""
+
+    def __init__(self, url: str) -> None:
+        self.url: URL = make_url(url)
+        self.prefix = f"hermes_test_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+        self._count = 0
+
+    def url_of(self, database: str) -> URL:
+        return self.url.set(drivername="postgresql+psycopg", database=database)
+
+    def admin(self) -> psycopg.Connection[tuple[object, ...]]:
+        """An autocommit connection for CREATE/DROP DATABASE (never in a transaction)."""
+        url = self.url_of(self.url.database or "postgres")
+        return psycopg.connect(
+            url.set(drivername="postgresql").render_as_string(hide_password=False),
+            autocommit=True,
+        )
+
+    def new_name(self, label: str) -> str:
+        self._count += 1
+        return f"{self.prefix}_{label}_{self._count}"
+
+    def create(self, name: str, *, template: str | None = None) -> URL:
+        with self.admin() as conn:
+            if template is None:
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+            else:
+                conn.execute(
+                    sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                        sql.Identifier(name), sql.Identifier(template)
+                    )
+                )
+        return self.url_of(name)
+
+    def drop(self, name: str) -> None:
+        with self.admin() as conn:
+            # WITH (FORCE): a store a test forgot to close must not keep the database.
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _main(argv: list[str]) -> int:
+    if len(argv) == 3 and argv[0] == "start":
+        port = free_port() if argv[2] == "auto" else int(argv[2])
+        print(start(Path(argv[1]), port))
+        return 0
+    if len(argv) == 3 and argv[0] == "createdb":
+        server = PgServer(argv[1])
+        print(server.create(argv[2]).render_as_string(hide_password=False))
+        return 0
+    if len(argv) == 2 and argv[0] == "stop":
+        stop(Path(argv[1]))
+        return 0
+    print(
+        "usage: python -m tests.support.pg start DIR PORT|auto | stop DIR | createdb URL NAME",
+        file=sys.stderr,
+    )
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
+
+
+class RawPg:
+    """A raw handle on a PostgreSQL store for tests that read rows behind the store's
+    back, taking SQLite's ``?`` placeholders (the same test SQL runs on both)."""
+
+    def __init__(self, url: str, *, as_dicts: bool = False) -> None:
+        self._conn: psycopg.Connection[Any] = psycopg.connect(
+            make_url(url).set(drivername="postgresql").render_as_string(hide_password=False),
+            autocommit=True,
+            row_factory=dict_row if as_dicts else tuple_row,
+        )
+
+    def execute(self, statement: str, params: Sequence[Any] = ()) -> psycopg.Cursor[Any]:
+        return self._conn.execute(statement.replace("?", "%s"), params)  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def store_url() -> str | None:
+    """The PostgreSQL URL of this test's store (set by the ``backend`` fixture), if any."""
+    return os.environ.get("HERMES_REPO_URL") or None
