@@ -113,6 +113,10 @@ QUERIES = [
     "ployment",
     "ep",
     "ab",
+    "DEPLO",
+    "ZEBRA",
+    "部署 DEPLOY",
+    "混合 TO",
     # CJK of every length
     "部",
     "部署",
