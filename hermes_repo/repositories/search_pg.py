@@ -51,6 +51,8 @@ __all__ = ["PgSearchRepository"]
 _BODY = pg_search.search_text("m")
 _CAPPED = pg_search.capped_text("m")
 _VECTOR = f"m.{pg_search.VECTOR_COLUMN}"
+# The partial index's own condition: a query repeating it reads only the long rows.
+_LONG_ROWS = pg_search.long_row_condition("m")
 _HEADLINE_OPTIONS = pg_search.sql_literal(
     f"StartSel={SNIPPET_OPEN}, StopSel={SNIPPET_CLOSE}, MaxWords=12, MinWords=4,"
     " ShortWord=0, MaxFragments=1, FragmentDelimiter=…"
@@ -133,13 +135,14 @@ class PgSearchRepository:
         cjk = any(has_cjk(t) for t in terms)
         word_terms = [t for t in terms if any(ch.isalnum() for ch in t)]
         if not cjk and word_terms:
-            lexemes, common = self._probe(word_terms)
+            lexemes, common, long_rows = self._probe(word_terms)
             words = [t for t, has in zip(word_terms, lexemes, strict=True) if has]
             signs = [t for t in terms if t not in words]
             if words:
                 hits = self._words(words, signs, filters, params, newest=newest or common)
-                more = self._beyond_cap(terms, filters, params)
-                hits = _merge(hits, more, limit, by_recency=newest)
+                if long_rows:
+                    more = self._like(terms, filters, params, where=_LONG_ROWS)
+                    hits = _merge(hits, more, limit, by_recency=newest)
             else:
                 hits = self._like(terms, filters, params)
             if hits or any(len(t) < 3 for t in word_terms):
@@ -150,9 +153,7 @@ class PgSearchRepository:
         long_terms = [t for t in terms if len(t) >= 3]
         if long_terms and (role != "tool" or any(has_cjk(t) for t in long_terms)):
             short = [t for t in terms if len(t) < 3]
-            hits = self._trigram(long_terms, short, filters, params)
-            more = self._beyond_cap(terms, filters, params)
-            return _merge(hits, more, limit, by_recency=True)
+            return self._trigram(long_terms, short, terms, filters, params)
         return self._like(terms, filters, params)
 
     @staticmethod
@@ -174,8 +175,9 @@ class PgSearchRepository:
             params["before_id"] = int(before_id)
         return "".join(f" AND {c}" for c in clauses), params
 
-    def _probe(self, terms: list[str]) -> tuple[list[bool], bool]:
-        """Which terms have a lexeme, and whether one has more than RANK_CUTOFF hits.
+    def _probe(self, terms: list[str]) -> tuple[list[bool], bool, bool]:
+        """Which terms have a lexeme, whether one has more than RANK_CUTOFF hits, and
+        whether any row is longer than the cap (the partial index answers at once).
 
         One round trip; the counts stop at RANK_CUTOFF + 1 and PostgreSQL stops at the
         first common term (``OR`` evaluates left to right).
@@ -190,8 +192,10 @@ class PgSearchRepository:
                 f"(numnode({q}) > 0 AND (SELECT count(*) FROM (SELECT 1 FROM messages AS m"
                 f" WHERE {_VECTOR} @@ {q} LIMIT :n) AS s) >= :n)"
             )
-        row = self._rows(f"SELECT {', '.join(nodes)}, {' OR '.join(counts)}", params)[0]
-        return [int(n) > 0 for n in row[:-1]], bool(row[-1])
+        long_rows = f"EXISTS (SELECT 1 FROM messages AS m WHERE {_LONG_ROWS})"
+        sql = f"SELECT {', '.join(nodes)}, {' OR '.join(counts)}, {long_rows}"
+        row = self._rows(sql, params)[0]
+        return [int(n) > 0 for n in row[:-2]], bool(row[-2]), bool(row[-1])
 
     def _words(
         self,
@@ -262,16 +266,25 @@ class PgSearchRepository:
         return hits
 
     def _trigram(
-        self, long_terms: list[str], short: list[str], filters: str, params: dict[str, Any]
+        self,
+        long_terms: list[str],
+        short: list[str],
+        terms: list[str],
+        filters: str,
+        params: dict[str, Any],
     ) -> list[SearchHit]:
         """Terms of 3+ characters through the pg_trgm index (its row filter repeated
-        verbatim so the planner can use it), the shorter ones as LIKE on top."""
+        verbatim so the planner can use it), the shorter ones as LIKE on top; with the
+        rows longer than the cap scanned for every term, in the same statement."""
         conds = [pg_search.trigram_row_filter("m")]
         params = dict(params)
         for i, term in enumerate(long_terms):
             conds.append(_matches(_CAPPED, f"t{i}", term))
             params[f"t{i}"] = like_pattern(term)
-        return self._like(short, filters, params, where=" AND ".join(conds), first=long_terms[0])
+        indexed = (" AND ".join(conds), short)
+        return self._like(
+            terms, filters, params, where=_LONG_ROWS, first=long_terms[0], also=indexed
+        )
 
     def _like(
         self,
@@ -281,17 +294,26 @@ class PgSearchRepository:
         *,
         where: str = "TRUE",
         first: str | None = None,
+        also: tuple[str, list[str]] | None = None,
     ) -> list[SearchHit]:
-        """Substring search over the rows, newest first (``where`` narrows the rows).
+        """Substring search over the rows matching ``where``, newest first; ``also``
+        adds the hits of other rows (a condition and its own terms), merged by id.
 
         Only a window of each hit's text around the first term is read into Python, so a
         hit in a 50 MB message costs no 50 MB copy.
         """
         params = dict(params)
-        likes = ""
-        for i, term in enumerate(terms):
-            likes += f" AND {_matches(_BODY, f'p{i}', term)}"
-            params[f"p{i}"] = like_pattern(term)
+        branches = [(where, terms)] if also is None else [also, (where, terms)]
+        picks = []
+        for b, (cond, branch_terms) in enumerate(branches):
+            likes = ""
+            for i, term in enumerate(branch_terms):
+                likes += f" AND {_matches(_BODY, f'p{b}_{i}', term)}"
+                params[f"p{b}_{i}"] = like_pattern(term)
+            picks.append(
+                f"(SELECT m.id FROM messages AS m WHERE {cond}{filters}{likes}"
+                " ORDER BY m.id DESC LIMIT :limit)"
+            )
         first = terms[0] if first is None else first
         params["first"] = first
         find = (
@@ -303,8 +325,9 @@ class PgSearchRepository:
         sql = (
             f"SELECT m.id, m.session_id, m.role, {start}, substr({_BODY}, {start},"
             f" length(:first) + {2 * _WINDOW_CHARS} + 1), length({_BODY}), m.timestamp"
-            f" FROM messages AS m WHERE {where}{filters}{likes}"
-            " ORDER BY m.id DESC LIMIT :limit"
+            f" FROM (SELECT id FROM ({' UNION '.join(picks)}) AS u"
+            " ORDER BY id DESC LIMIT :limit) AS p"
+            " JOIN messages AS m ON m.id = p.id ORDER BY m.id DESC"
         )
         hits = []
         for r in self._rows(sql, params):
@@ -316,10 +339,3 @@ class PgSearchRepository:
                 snippet += "…"
             hits.append(SearchHit(int(r[0]), r[1], r[2], snippet, float(r[6])))
         return hits
-
-    def _beyond_cap(
-        self, terms: list[str], filters: str, params: dict[str, Any]
-    ) -> list[SearchHit]:
-        """LIKE over the rows longer than the indexes' cap, whose end no index holds; the
-        condition is the partial index's own, so only those rows are read."""
-        return self._like(terms, filters, params, where=pg_search.long_row_condition("m"))
