@@ -78,11 +78,11 @@ def _fill(engine: Any, url: str, size: int) -> tuple[str, int]:
                 text("INSERT INTO sessions (id, started_at) VALUES (:id, :t)"),
                 {"id": sid, "t": 1_700_000_000.0 + i},
             )
-    with psycopg.connect(url) as raw, raw.cursor() as cur:
-        with cur.copy(f"COPY messages ({', '.join(COLUMNS)}) FROM STDIN") as copy:
-            for j, msg in enumerate(messages):
-                row = message_to_row(sessions[(j // 20) % len(sessions)], msg)
-                copy.write_row([row.get(c) for c in COLUMNS])
+    copy_sql = f"COPY messages ({', '.join(COLUMNS)}) FROM STDIN"
+    with psycopg.connect(url) as raw, raw.cursor() as cur, cur.copy(copy_sql) as copy:
+        for j, msg in enumerate(messages):
+            row = message_to_row(sessions[(j // 20) % len(sessions)], msg)
+            copy.write_row([row.get(c) for c in COLUMNS])
     t0 = time.perf_counter()
     with engine.begin() as conn:
         for statement in pg_search.CREATE_STATEMENTS:
