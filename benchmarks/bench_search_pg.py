@@ -10,7 +10,9 @@ for trigrams: a scan). For each query, interleaved in one process:
 * ``library``: ``PgSearchRepository(conn).search(q)`` on an SQLAlchemy connection (20
   hits, snippets, SearchHit objects);
 * ``raw same SQL``: the exact statements and parameters the library sent, run on a raw
-  psycopg connection (what SQLAlchemy and the Python around it cost).
+  psycopg connection (what SQLAlchemy and the Python around it cost);
+* ``server``: planning plus execution time of those statements as EXPLAIN ANALYZE
+  reports it (best of 3), the database's own cost without the round trips.
 
     python benchmarks/bench_search_pg.py [--url URL] [--quick] [--runs N] [--json FILE]
 
@@ -166,11 +168,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     "raw_ms": statistics.median(rawt) * 1000,
                 }
                 row["ratio"] = row["library_ms"] / row["raw_ms"]
+                row["server_ms"] = min(_server_ms(cur, stmts) for _ in range(3))
+                raw.rollback()
                 results.append(row)
                 print(
                     f"{label:15} {q!r:10} hits={everything:6} statements={len(stmts)}"
                     f"  library {row['library_ms']:8.3f} ms  raw {row['raw_ms']:8.3f} ms"
-                    f"  library/raw {row['ratio']:.2f}"
+                    f"  library/raw {row['ratio']:.2f}  server {row['server_ms']:.3f} ms"
                 )
     finally:
         engine.dispose()
@@ -188,6 +192,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     }
     write_json(args.json, data)
     return data
+
+
+def _server_ms(cur: Any, stmts: list[tuple[str, Any]]) -> float:
+    """Planning plus execution time the server reports for the statements (EXPLAIN
+    ANALYZE): what the queries cost without the round trips of a loaded machine."""
+    total = 0.0
+    for sql, params in stmts:
+        cur.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params)
+        plan = cur.fetchone()[0][0]
+        total += plan["Planning Time"] + plan["Execution Time"]
+    return total
 
 
 def _once(fn: Any) -> float:

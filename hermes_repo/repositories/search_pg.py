@@ -244,9 +244,13 @@ class PgSearchRepository:
                 " AND (SELECT count(*) FROM c) = :cap ORDER BY m.id DESC LIMIT :rest)"
             )
             params["rest"] = params["limit"] - CANDIDATE_CAP
+        # `-m.id`, not `m.id DESC`: every term has at most RANK_CUTOFF hits here, so
+        # reading them all through the GIN index and sorting is bounded, while a walk
+        # back along the primary key (which the planner picks for a term it thinks
+        # frequent) reads every newer row first: 15 ms instead of 0.8 ms at 2.5% hits.
         sql = (
             f"WITH c AS MATERIALIZED (SELECT m.id, ts_rank({_VECTOR}, {q}) AS score {match}"
-            " ORDER BY m.id DESC LIMIT :cap),"
+            " ORDER BY -m.id LIMIT :cap),"
             " p AS ((SELECT id, 0 AS part, score FROM c ORDER BY score DESC, id DESC"
             f" LIMIT :limit){rest})"
             f" {out} FROM p JOIN messages AS m ON m.id = p.id{joined}"
