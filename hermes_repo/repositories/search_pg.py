@@ -248,10 +248,12 @@ class PgSearchRepository:
         # reading them all through the GIN index and sorting is bounded, while a walk
         # back along the primary key (which the planner picks for a term it thinks
         # frequent) reads every newer row first: 15 ms instead of 0.8 ms at 2.5% hits.
+        # The rank is computed for the candidates only, not for every hit read.
         sql = (
-            f"WITH c AS MATERIALIZED (SELECT m.id, ts_rank({_VECTOR}, {q}) AS score {match}"
-            " ORDER BY -m.id LIMIT :cap),"
-            " p AS ((SELECT id, 0 AS part, score FROM c ORDER BY score DESC, id DESC"
+            f"WITH c AS MATERIALIZED (SELECT m.id {match} ORDER BY -m.id LIMIT :cap),"
+            f" r AS (SELECT c.id, ts_rank({_VECTOR}, {q}) AS score FROM c"
+            " JOIN messages AS m ON m.id = c.id),"
+            " p AS ((SELECT id, 0 AS part, score FROM r ORDER BY score DESC, id DESC"
             f" LIMIT :limit){rest})"
             f" {out} FROM p JOIN messages AS m ON m.id = p.id{joined}"
             " ORDER BY p.part, p.score DESC, p.id DESC"
