@@ -135,7 +135,7 @@ class PgSearchRepository:
         cjk = any(has_cjk(t) for t in terms)
         word_terms = [t for t in terms if any(ch.isalnum() for ch in t)]
         if not cjk and word_terms:
-            lexemes, common, long_rows = self._probe(word_terms)
+            lexemes, common, long_rows = self._probe(word_terms, count=not newest)
             words = [t for t, has in zip(word_terms, lexemes, strict=True) if has]
             signs = [t for t in terms if t not in words]
             if words:
@@ -175,12 +175,13 @@ class PgSearchRepository:
             params["before_id"] = int(before_id)
         return "".join(f" AND {c}" for c in clauses), params
 
-    def _probe(self, terms: list[str]) -> tuple[list[bool], bool, bool]:
+    def _probe(self, terms: list[str], *, count: bool) -> tuple[list[bool], bool, bool]:
         """Which terms have a lexeme, whether one has more than RANK_CUTOFF hits, and
         whether any row is longer than the cap (the partial index answers at once).
 
         One round trip; the counts stop at RANK_CUTOFF + 1 and PostgreSQL stops at the
-        first common term (``OR`` evaluates left to right).
+        first common term (``OR`` evaluates left to right). Without ``count`` (a page
+        of ``before_id``, never ranked) no hit is counted.
         """
         params: dict[str, Any] = {"n": RANK_CUTOFF + 1}
         nodes, counts = [], []
@@ -193,7 +194,8 @@ class PgSearchRepository:
                 f" WHERE {_VECTOR} @@ {q} LIMIT :n) AS s) >= :n)"
             )
         long_rows = f"EXISTS (SELECT 1 FROM messages AS m WHERE {_LONG_ROWS})"
-        sql = f"SELECT {', '.join(nodes)}, {' OR '.join(counts)}, {long_rows}"
+        common = " OR ".join(counts) if count else "FALSE"
+        sql = f"SELECT {', '.join(nodes)}, {common}, {long_rows}"
         row = self._rows(sql, params)[0]
         return [int(n) > 0 for n in row[:-2]], bool(row[-2]), bool(row[-1])
 
