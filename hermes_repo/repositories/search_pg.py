@@ -127,6 +127,10 @@ class PgSearchRepository:
         terms = parse_query(query)
         if not terms or limit <= 0:
             return []
+        if "\x00" in (session_id or "") + (role or ""):
+            # PostgreSQL text cannot hold NUL (the driver refuses to send it): no row
+            # has such a value, and the answer is no hit rather than a driver error.
+            return []
         filters, params = self._filters(session_id, role, include_inactive, before_id)
         params["limit"] = int(limit)
         newest = before_id is not None

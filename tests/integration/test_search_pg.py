@@ -174,6 +174,14 @@ def test_role_session_and_inactive_filters_apply_on_every_path(pg: Engine) -> No
         assert _ids(_search(pg, query, session_id="t", include_inactive=True)) == [3], query
 
 
+def test_a_filter_value_postgresql_cannot_hold_finds_nothing(pg: Engine) -> None:
+    _add(pg, [("user", "jasper")])
+    assert _search(pg, "jasper", session_id="s\x00") == []
+    assert _search(pg, "jasper", role="user\x00") == []
+    assert _search(pg, "jasper", session_id="s\ud800") == []
+    assert _ids(_search(pg, "jasper", session_id="s")) == [1]
+
+
 @settings(
     max_examples=80,
     deadline=None,
