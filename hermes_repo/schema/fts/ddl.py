@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from .. import pg_search
 from .projection import _CJK_GLOB, TRIGRAM_CAP, WORD_CAP, indexed_projection, long_row_condition
 
 
@@ -129,8 +130,14 @@ LONG_ROW_INDEXES: tuple[str, ...] = tuple(ix.long_rows_ddl() for ix in INDEXES)
 TRIGGER_NAMES: tuple[str, ...] = tuple(n for ix in INDEXES for n in ix.trigger_names)
 
 # Names that belong to the derived indexes: kept out of MetaData and autogenerate.
-DERIVED_NAMES: frozenset[str] = frozenset(
-    n for ix in INDEXES for n in (ix.name, ix.source_view, ix.long_rows_index, *ix.shadow_tables)
+# The PostgreSQL search objects (a generated column and its indexes) are derived too.
+DERIVED_NAMES: frozenset[str] = (
+    frozenset(
+        n
+        for ix in INDEXES
+        for n in (ix.name, ix.source_view, ix.long_rows_index, *ix.shadow_tables)
+    )
+    | pg_search.DERIVED_NAMES
 )
 
 

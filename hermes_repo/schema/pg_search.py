@@ -1,0 +1,150 @@
+"""Full-text search objects on PostgreSQL, as data: the runtime and the tests read these.
+
+Revision ``0004_postgresql_search`` freezes the same statements as literals; a test proves
+they are equal. On PostgreSQL the derived index is kept by the database itself:
+
+* a text search configuration, :data:`CONFIG`: a copy of ``simple`` whose word mappings
+  go through ``unaccent`` first, so ``cafe`` finds ``café`` as the SQLite word index
+  (``remove_diacritics 2``) does;
+* :data:`VECTOR_COLUMN`, a STORED generated ``tsvector`` over the same projection the
+  SQLite word index reads (the text, then the tool name), with a GIN index;
+* a ``pg_trgm`` GIN expression index over the text of the rows the SQLite trigram index
+  holds (every row but tool rows without CJK), for substring and CJK search;
+* a partial b-tree index listing the rows longer than :data:`CAP`, which search scans
+  with ``LIKE`` for the text beyond the cap, as on SQLite.
+
+Why the text goes through ``translate`` first: PostgreSQL's parser knows URLs, hosts,
+e-mail addresses, file paths, decimals and hyphenated words (``example.com`` is one
+token), while FTS5's ``unicode61`` splits on every ASCII character that is not a letter
+or a digit. Mapping ASCII punctuation to spaces before parsing leaves the parser words
+and numbers, the same tokens as ``unicode61``; queries go through the same mapping.
+
+Why one cap of 128 Ki characters (:data:`CAP`) and not SQLite's 1 Mi for the word
+index: a ``tsvector`` holds at most 1 MB of lexemes and an INSERT whose generated value
+is larger FAILS. 128 Ki characters are at most 512 KB of UTF-8, so no message can break
+an insert; text beyond the cap is found by the ``LIKE`` scan of the long rows.
+"""
+
+from __future__ import annotations
+
+from .fts.projection import CJK_RANGES, TRIGRAM_CAP
+
+__all__ = [
+    "CAP",
+    "CJK_CLASS",
+    "CONFIG",
+    "CREATE_STATEMENTS",
+    "DERIVED_NAMES",
+    "DROP_STATEMENTS",
+    "EXTENSIONS",
+    "LONG_ROWS_INDEX",
+    "PUNCTUATION",
+    "TRGM_INDEX",
+    "VECTOR_COLUMN",
+    "VECTOR_INDEX",
+    "capped_text",
+    "cjk_row_condition",
+    "long_row_condition",
+    "search_text",
+    "sql_literal",
+    "to_words",
+    "trigram_row_filter",
+    "word_text",
+]
+
+CONFIG = "hermes_search"
+VECTOR_COLUMN = "search_vector"
+VECTOR_INDEX = "ix_messages_search_vector"
+TRGM_INDEX = "ix_messages_search_trgm"
+LONG_ROWS_INDEX = "ix_messages_over_search_cap"
+EXTENSIONS = ("pg_trgm", "unaccent")
+
+# Equal to the SQLite trigram cap, so the trigram side matches SQLite row for row.
+CAP = TRIGRAM_CAP
+
+#: The ASCII characters that are neither letters nor digits: separators to unicode61.
+PUNCTUATION = "".join(chr(c) for c in range(0x21, 0x7F) if not chr(c).isalnum())
+_TO_SPACE = str.maketrans(PUNCTUATION, " " * len(PUNCTUATION))
+
+# The CJK test as a PostgreSQL regular expression class, by code point like the GLOB.
+CJK_CLASS = "[" + "".join(f"{chr(a)}-{chr(b)}" for a, b in CJK_RANGES) + "]"
+
+# Text search parser token types that can hold non-ASCII letters: unaccent runs first.
+_ACCENTED_TOKENS = "word, numword, hword, numhword, hword_part, hword_numpart"
+
+
+def sql_literal(value: str) -> str:
+    """``value`` as a standard SQL string literal (``standard_conforming_strings`` is on)."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def search_text(t: str) -> str:
+    """The searchable text of row ``t`` (``""`` for bare column names)."""
+    p = f"{t}." if t else ""
+    return f"coalesce({p}content, {p}content_text)"
+
+
+def capped_text(t: str) -> str:
+    """What the indexes take from row ``t``: the first :data:`CAP` characters."""
+    return f"left({search_text(t)}, {CAP})"
+
+
+def word_text(expr: str) -> str:
+    """``expr`` with ASCII punctuation mapped to spaces, as the word index reads it."""
+    return f"translate({expr}, {sql_literal(PUNCTUATION)}, {sql_literal(' ' * len(PUNCTUATION))})"
+
+
+def to_words(value: str) -> str:
+    """The same mapping in Python, for query terms."""
+    return value.translate(_TO_SPACE)
+
+
+def cjk_row_condition(t: str) -> str:
+    """True when the capped text of row ``t`` holds CJK (the SQLite GLOB's test)."""
+    return f"{capped_text(t)} ~ {sql_literal(CJK_CLASS)}"
+
+
+def trigram_row_filter(t: str) -> str:
+    """The rows the trigram index holds; a query repeats it verbatim to use the index."""
+    p = f"{t}." if t else ""
+    return f"({p}role <> 'tool' OR {cjk_row_condition(t)})"
+
+
+def long_row_condition(t: str) -> str:
+    """True for a row whose text is longer than :data:`CAP` (the partial index's test)."""
+    return f"length({search_text(t)}) > {CAP}"
+
+
+def _vector() -> str:
+    text = f"to_tsvector('{CONFIG}'::regconfig, {word_text(capped_text(''))})"
+    tool_name = word_text("coalesce(tool_name, '')")
+    tool = f"to_tsvector('{CONFIG}'::regconfig, {tool_name})"
+    return f"{text} || {tool}"
+
+
+CREATE_STATEMENTS: tuple[str, ...] = (
+    *(f"CREATE EXTENSION IF NOT EXISTS {e}" for e in EXTENSIONS),
+    f"CREATE TEXT SEARCH CONFIGURATION {CONFIG} (COPY = simple)",
+    f"ALTER TEXT SEARCH CONFIGURATION {CONFIG} ALTER MAPPING FOR {_ACCENTED_TOKENS}"
+    " WITH unaccent, simple",
+    f"ALTER TABLE messages ADD COLUMN {VECTOR_COLUMN} tsvector"
+    f" GENERATED ALWAYS AS ({_vector()}) STORED",
+    f"CREATE INDEX {VECTOR_INDEX} ON messages USING gin ({VECTOR_COLUMN})",
+    f"CREATE INDEX {TRGM_INDEX} ON messages USING gin (({capped_text('')}) gin_trgm_ops)"
+    f" WHERE {trigram_row_filter('')}",
+    f"CREATE INDEX {LONG_ROWS_INDEX} ON messages (id) WHERE {long_row_condition('')}",
+)
+
+# The extensions stay: other objects of the database may use them.
+DROP_STATEMENTS: tuple[str, ...] = (
+    f"DROP INDEX IF EXISTS {LONG_ROWS_INDEX}",
+    f"DROP INDEX IF EXISTS {TRGM_INDEX}",
+    f"DROP INDEX IF EXISTS {VECTOR_INDEX}",
+    f"ALTER TABLE messages DROP COLUMN IF EXISTS {VECTOR_COLUMN}",
+    f"DROP TEXT SEARCH CONFIGURATION IF EXISTS {CONFIG}",
+)
+
+#: Names of the derived objects, kept out of MetaData and autogenerate.
+DERIVED_NAMES: frozenset[str] = frozenset(
+    {VECTOR_COLUMN, VECTOR_INDEX, TRGM_INDEX, LONG_ROWS_INDEX}
+)

@@ -1,0 +1,92 @@
+"""Revision 0004: frozen PostgreSQL search DDL, a no-op on SQLite, clean on PostgreSQL."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, inspect, text
+from sqlalchemy.pool import NullPool
+
+from hermes_repo.engine import create_store_engine
+from hermes_repo.models import Base
+from hermes_repo.schema import fts, migrate, pg_search
+from tests.support.pg_search_db import pg_database
+
+
+def _revision() -> Any:
+    path = migrate.migrations_dir() / "versions" / "0004_postgresql_search.py"
+    spec = importlib.util.spec_from_file_location("rev_0004", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_revision_ddl_is_what_the_runtime_holds() -> None:
+    rev = _revision()
+    assert rev.down_revision == "0003_session_extra"
+    assert tuple(rev.SEARCH_CREATE) == pg_search.CREATE_STATEMENTS
+    assert tuple(rev.SEARCH_DROP) == pg_search.DROP_STATEMENTS
+
+
+def test_sqlite_store_at_head_has_no_postgresql_search_objects(tmp_path: Path) -> None:
+    engine = create_store_engine(tmp_path / "state.db", poolclass=NullPool)
+    migrate.upgrade(engine)
+    with engine.connect() as conn:
+        assert migrate.current_revision(conn) == "0004_postgresql_search"
+        columns = {c["name"] for c in inspect(conn).get_columns("messages")}
+        indexes = {i["name"] for i in inspect(conn).get_indexes("messages")}
+    assert pg_search.VECTOR_COLUMN not in columns
+    assert not indexes & pg_search.DERIVED_NAMES
+    migrate.downgrade(engine, "0003_session_extra")
+    migrate.upgrade(engine)
+
+
+def _shape(engine: Engine) -> tuple[set[str], set[str]]:
+    with engine.connect() as conn:
+        insp = inspect(conn)
+        columns = {c["name"] for c in insp.get_columns("messages")}
+        indexes = {i["name"] or "" for i in insp.get_indexes("messages")}
+    return columns, indexes
+
+
+def test_postgresql_search_objects_are_all_derived_names_and_drop_cleanly() -> None:
+    with pg_database(search=False) as engine:
+        before = _shape(engine)
+        for _ in range(2):  # created, dropped, and created again
+            with engine.begin() as conn:
+                for statement in pg_search.CREATE_STATEMENTS:
+                    conn.execute(text(statement))
+            columns, indexes = _shape(engine)
+            added = (columns - before[0]) | (indexes - before[1])
+            assert added == set(pg_search.DERIVED_NAMES)
+            assert added <= fts.DERIVED_NAMES  # autogenerate leaves them alone
+            model_columns = {c.name for c in Base.metadata.tables["messages"].columns}
+            assert columns - model_columns == {pg_search.VECTOR_COLUMN}
+            with engine.begin() as conn:
+                for statement in pg_search.DROP_STATEMENTS:
+                    conn.execute(text(statement))
+            assert _shape(engine) == before
+
+
+def test_postgresql_vector_follows_updates_of_the_row() -> None:
+    # The database keeps the generated column: an edit of the text or the tool name is
+    # searchable at once, with no trigger that could be detached or drift.
+    with pg_database() as engine, engine.begin() as conn:
+        conn.execute(text("INSERT INTO sessions (id, started_at) VALUES ('s', 0)"))
+        conn.execute(
+            text(
+                "INSERT INTO messages (session_id, uid, role, content, timestamp)"
+                " VALUES ('s', 'u', 'tool', 'before text', 0)"
+            )
+        )
+        conn.execute(text("UPDATE messages SET content = 'after text', tool_name = 'grep_tool'"))
+        found = conn.execute(
+            text(
+                f"SELECT count(*) FROM messages WHERE {pg_search.VECTOR_COLUMN}"
+                f" @@ to_tsquery('{pg_search.CONFIG}', 'after & grep & tool & !before')"
+            )
+        ).scalar_one()
+    assert found == 1

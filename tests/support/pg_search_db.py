@@ -1,0 +1,92 @@
+"""Throwaway PostgreSQL databases holding the store's tables and the search objects.
+
+The server comes from ``HERMES_TEST_PG_URL`` (any database of it: the tests create and
+drop their own, named ``pgsearch_*``); without it the tests that need one are skipped
+with that reason. The tables come from the models and the search objects from the
+statements revision 0004 freezes, so the search is tested on exactly that DDL.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, create_engine, make_url, text
+from sqlalchemy.pool import NullPool
+
+from hermes_repo.models import Base
+from hermes_repo.schema import pg_search
+
+__all__ = ["MESSAGE_COLUMNS", "copy_rows", "pg_database", "server_url"]
+
+ENV = "HERMES_TEST_PG_URL"
+
+MESSAGE_COLUMNS = (
+    "id",
+    "session_id",
+    "uid",
+    "role",
+    "content",
+    "content_parts",
+    "content_text",
+    "tool_name",
+    "timestamp",
+    "active",
+)
+
+
+def server_url() -> str:
+    """The server's URL, or a skip naming the variable that would enable the test."""
+    url = os.environ.get(ENV)
+    if not url:
+        pytest.skip(f"{ENV} is unset: no PostgreSQL server to test on")
+    return url
+
+
+@contextmanager
+def pg_database(*, search: bool = True) -> Iterator[Engine]:
+    """A fresh database with the store's tables (and the search objects), dropped after."""
+    base = make_url(server_url())
+    name = f"pgsearch_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(base, isolation_level="AUTOCOMMIT", poolclass=NullPool)
+    with admin.connect() as conn:
+        conn.execute(text(f"CREATE DATABASE {name}"))
+    engine = create_engine(base.set(database=name), poolclass=NullPool)
+    try:
+        Base.metadata.create_all(engine)
+        if search:
+            with engine.begin() as conn:
+                for statement in pg_search.CREATE_STATEMENTS:
+                    conn.execute(text(statement))
+        yield engine
+    finally:
+        engine.dispose()
+        with admin.connect() as conn:
+            conn.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        admin.dispose()
+
+
+def copy_rows(engine: Engine, sessions: Sequence[str], messages: Sequence[Sequence[Any]]) -> None:
+    """Insert sessions and message rows (:data:`MESSAGE_COLUMNS`, ids kept) as they are."""
+    cols = ", ".join(MESSAGE_COLUMNS)
+    binds = ", ".join(f":{c}" for c in MESSAGE_COLUMNS)
+    with engine.begin() as conn:
+        for sid in sessions:
+            conn.execute(text("INSERT INTO sessions (id, started_at) VALUES (:id, 0)"), {"id": sid})
+        if messages:
+            conn.execute(
+                text(f"INSERT INTO messages ({cols}) VALUES ({binds})"),
+                [dict(zip(MESSAGE_COLUMNS, row, strict=True)) for row in messages],
+            )
+        # Ids were given: the sequence must continue after them.
+        conn.execute(
+            text(
+                "SELECT setval(pg_get_serial_sequence('messages', 'id'),"
+                " coalesce((SELECT max(id) FROM messages), 0) + 1, false)"
+            )
+        )
+        conn.execute(text("ANALYZE messages"))
