@@ -60,6 +60,7 @@ from .copy_rows import (
 __all__ = [
     "DEFAULT_BATCH_SIZE",
     "DERIVED_META_KEYS",
+    "MAX_BATCH_SIZE",
     "CopyConflictError",
     "CopyEndpoint",
     "CopyError",
