@@ -239,3 +239,18 @@ def test_progress_counts_messages_up_to_the_total(source: StateStore, target: St
     copy_store(source, target, batch_size=10, progress=lambda d, t: seen.append((d, t)))
 
     assert seen == [(0, 38), (10, 38), (20, 38), (30, 38), (38, 38)]
+
+
+def test_text_holding_nul_characters_copies_exactly_between_sqlite_stores(
+    tmp_path: Path, target: StateStore
+) -> None:
+    with StateStore.open(new_home(tmp_path, "nul")) as source:
+        with source.unit_of_work() as uow:
+            uow.sessions.create("cli", id="s")
+            uow.commit()
+        source.append_message("s", {"role": "user", "content": "a\x00b", "reasoning": "\x00"})
+
+        copy_store(source, target)
+
+        assert store_rows(target) == store_rows(source)
+        assert target.load_conversation("s").messages[0]["content"] == "a\x00b"

@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import text
 
 from hermes_repo import StateStore
-from hermes_repo.transfer.copy import CopyConflictError, copy_store
+from hermes_repo.transfer.copy import CopyConflictError, CopyError, copy_store
 from tests.support.copying import (
     fill_odd_store,
     fill_plain_store,
@@ -125,3 +125,26 @@ def test_a_killed_copy_into_postgresql_finishes_on_rerun(tmp_path: Path, pg: Any
 
         assert report.messages.inserted == total - partial
         assert store_rows(pg) == store_rows(src)
+
+
+def test_text_holding_nul_is_refused_by_name_and_the_rest_resumes_once_fixed(
+    tmp_path: Path, pg: Any
+) -> None:
+    with StateStore.open(new_home(tmp_path, "nul")) as source:
+        with source.unit_of_work() as uow:
+            uow.sessions.create("cli", id="s")
+            uow.commit()
+        source.append_message("s", {"role": "user", "content": "fine"})
+        bad = source.append_message("s", {"role": "user", "content": "a\x00b"})
+
+        with pytest.raises(CopyError, match=f"messages row {bad}: column content holds a NUL"):
+            copy_store(source, pg)
+
+        assert _count(pg) == 0  # the batch holding it was not written
+        with source.unit_of_work() as uow:
+            uow.connection.execute(
+                text("UPDATE messages SET content = 'ab' WHERE id = :i"), {"i": bad}
+            )
+            uow.commit()
+        copy_store(source, pg)
+        assert store_rows(pg) == store_rows(source)
