@@ -187,25 +187,45 @@ def _write_sessions(conn: Connection, rows: list[Row]) -> TableTally:
     have = {r["id"]: r for r in _rows(conn, select(_sessions).where(_sessions.c.id.in_(ids)))}
     parents = {r["parent_session_id"] for r in rows} - {None}
     present = set(conn.execute(select(_sessions.c.id).where(_sessions.c.id.in_(parents))).scalars())
+    wanted = [
+        # A parent not in the target yet is linked later, by copy_links.
+        r if r["parent_session_id"] in present else {**r, "parent_session_id": None}
+        for r in rows
+    ]
+    # A link the target already has stays: copy_links owns parent_session_id.
+    return _merge(conn, _sessions, wanted, have, skip=frozenset({"parent_session_id"}))
+
+
+def _merge(
+    conn: Connection,
+    table: Table,
+    rows: list[Row],
+    have: dict[Any, Row],
+    *,
+    skip: frozenset[str] = frozenset(),
+    check: Callable[[Row, Row], None] | None = None,
+) -> TableTally:
+    """Insert the rows ``have`` (the target's, by key) lacks, update those that differ
+    (except in ``skip``), leave equal ones; ``check`` vets a pair before comparing.
+    Each row found is taken out of ``have``, so what is left there the source lacks."""
+    key = table.primary_key.columns[0]
     tally, fresh = TableTally(), []
     for row in rows:
-        want = dict(row)
-        if want["parent_session_id"] not in present:
-            want["parent_session_id"] = None  # linked by copy_links
-        old = have.get(row["id"])
+        old = have.pop(row[key.name], None)
         if old is None:
-            fresh.append(want)
+            fresh.append(row)
             continue
-        # A link the target already has stays: copy_links owns parent_session_id.
-        changed = _changes(want, old, frozenset({"parent_session_id"}))
+        if check is not None:
+            check(row, old)
+        changed = _changes(row, old, skip)
         if changed:
-            conn.execute(update(_sessions).where(_sessions.c.id == row["id"]).values(changed))
+            conn.execute(update(table).where(key == row[key.name]).values(changed))
             tally.updated += 1
         else:
             tally.unchanged += 1
-    _check_text(fresh, conn.dialect.name, "sessions")
+    _check_text(fresh, conn.dialect.name, table.name)
     if fresh:
-        conn.execute(insert(_sessions), fresh)
+        conn.execute(insert(table), fresh)
     tally.inserted = len(fresh)
     return tally
 
@@ -253,37 +273,21 @@ def _write_messages(conn: Connection, rows: list[Row]) -> TableTally:
     have = {
         r["id"]: r for r in _rows(conn, select(_messages).where(_messages.c.id.between(lo, hi)))
     }
-    tally, fresh = TableTally(), []
-    for row in rows:
-        old = have.pop(row["id"], None)
-        if old is None:
-            fresh.append(row)
-            continue
-        _same_message(row, old)
-        changed = _changes(row, old)
-        if changed:
-            conn.execute(update(_messages).where(_messages.c.id == row["id"]).values(changed))
-            tally.updated += 1
-        else:
-            tally.unchanged += 1
+    tally = _merge(conn, _messages, rows, have, check=_same_message)
     if have:  # ids the source does not have, between two of its own
         extra = min(have)
         raise CopyConflictError(
             f"the target holds message id {extra} (session {have[extra]['session_id']!r}), "
             f"which the source does not have; it is another store's data; {_CLEAN}"
         )
-    _check_text(fresh, conn.dialect.name, "messages")
-    if fresh:
-        conn.execute(insert(_messages), fresh)
-        if conn.dialect.name == "postgresql":
-            # Explicit ids do not move the id sequence: the next append would reuse one.
-            conn.execute(
-                text(
-                    "SELECT setval(pg_get_serial_sequence('messages', 'id'), "
-                    "(SELECT max(id) FROM messages))"
-                )
+    if tally.inserted and conn.dialect.name == "postgresql":
+        # Explicit ids do not move the id sequence: the next append would reuse one.
+        conn.execute(
+            text(
+                "SELECT setval(pg_get_serial_sequence('messages', 'id'), "
+                "(SELECT max(id) FROM messages))"
             )
-    tally.inserted = len(fresh)
+        )
     return tally
 
 
@@ -310,21 +314,7 @@ def copy_meta(source: CopyEndpoint, target: CopyEndpoint, size: int) -> TableTal
 def _write_meta(conn: Connection, rows: list[Row]) -> TableTally:
     keys = [r["key"] for r in rows]
     have = {r["key"]: r for r in _rows(conn, select(_meta).where(_meta.c.key.in_(keys)))}
-    tally, fresh = TableTally(), []
-    for row in rows:
-        old = have.get(row["key"])
-        if old is None:
-            fresh.append(row)
-        elif changed := _changes(row, old):
-            conn.execute(update(_meta).where(_meta.c.key == row["key"]).values(changed))
-            tally.updated += 1
-        else:
-            tally.unchanged += 1
-    _check_text(fresh, conn.dialect.name, "state_meta")
-    if fresh:
-        conn.execute(insert(_meta), fresh)
-    tally.inserted = len(fresh)
-    return tally
+    return _merge(conn, _meta, rows, have)
 
 
 # -- refusing another store's data ---------------------------------------------------------

@@ -4,8 +4,6 @@ SIGKILL, verified, and refusing a target that holds another store's rows."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,10 +17,15 @@ from hermes_repo.transfer.copy import (
     CopyVerificationError,
     copy_store,
 )
-from tests.support.copying import HUGE, fill_odd_store, fill_plain_store, new_home, store_rows
-from tests.support.processes import reaped
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.copying import (
+    HUGE,
+    fill_odd_store,
+    fill_plain_store,
+    kill_copy_midway,
+    new_home,
+    store_rows,
+    store_with_session,
+)
 
 
 @pytest.fixture
@@ -118,22 +121,9 @@ def test_a_killed_copy_finishes_on_rerun_with_nothing_doubled_or_lost(tmp_path: 
     with StateStore.open(src_home) as src:
         fill_plain_store(src, sessions=40, per_session=500)
     total = 20_000
-    code = (
-        "import sys; from tests.support.copying import copy_worker_main; "
-        "copy_worker_main(*sys.argv[1:])"
-    )
-    args = [str(src_home), str(dst_home), "10", str(total // 10)]
-    procs: list[subprocess.Popen[str]] = []
-    with reaped(procs):
-        proc = subprocess.Popen(
-            [sys.executable, "-c", code, *args], cwd=ROOT, stdout=subprocess.PIPE, text=True
-        )
-        procs.append(proc)
-        assert proc.stdout is not None
-        first = proc.stdout.readline()
-        assert first.startswith("copied"), first
-        proc.kill()  # SIGKILL: no cleanup, maybe mid-transaction
-        proc.wait()
+
+    kill_copy_midway(src_home, str(dst_home), after=total // 10)
+
     with StateStore.open(src_home) as src, StateStore.open(dst_home) as dst:
         partial = _messages(dst)
         assert total // 10 <= partial < total  # a real half-done copy
@@ -164,11 +154,9 @@ def test_other_messages_under_the_sources_own_sessions_are_refused_untouched(
     tmp_path: Path, source: StateStore
 ) -> None:
     # The sessions match (id and start) but message id 1 is another message.
-    started = source.get_session("lonely").started_at
-    with StateStore.open(new_home(tmp_path, "other")) as other:
-        with other.unit_of_work() as uow:
-            uow.sessions.create("cli", id="lonely", started_at=started)
-            uow.commit()
+    home = new_home(tmp_path, "other")
+    store_with_session(home, "lonely", source.get_session("lonely").started_at)
+    with StateStore.open(home) as other:
         other.append_message("lonely", {"role": "user", "content": "not the source's"})
         before = store_rows(other)
 
@@ -181,11 +169,9 @@ def test_other_messages_under_the_sources_own_sessions_are_refused_untouched(
 def test_a_target_with_sessions_the_source_lacks_is_refused(
     tmp_path: Path, source: StateStore
 ) -> None:
-    with StateStore.open(new_home(tmp_path, "other")) as other:
-        with other.unit_of_work() as uow:
-            uow.sessions.create("cli", id="theirs")
-            uow.commit()
-
+    home = new_home(tmp_path, "other")
+    store_with_session(home, "theirs")
+    with StateStore.open(home) as other:
         with pytest.raises(CopyConflictError, match="'theirs'"):
             copy_store(source, other)
 
@@ -244,10 +230,9 @@ def test_progress_counts_messages_up_to_the_total(source: StateStore, target: St
 def test_text_holding_nul_characters_copies_exactly_between_sqlite_stores(
     tmp_path: Path, target: StateStore
 ) -> None:
-    with StateStore.open(new_home(tmp_path, "nul")) as source:
-        with source.unit_of_work() as uow:
-            uow.sessions.create("cli", id="s")
-            uow.commit()
+    home = new_home(tmp_path, "nul")
+    store_with_session(home, "s")
+    with StateStore.open(home) as source:
         source.append_message("s", {"role": "user", "content": "a\x00b", "reasoning": "\x00"})
 
         copy_store(source, target)

@@ -4,8 +4,6 @@ test creates and drops its own database)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,15 +17,15 @@ from hermes_repo.transfer.copy import CopyConflictError, CopyError, copy_store
 from tests.support.copying import (
     fill_odd_store,
     fill_plain_store,
+    kill_copy_midway,
     new_home,
     pg_target,
     requires_pg,
     store_rows,
+    store_with_session,
 )
-from tests.support.processes import reaped
 
 pytestmark = requires_pg
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -99,24 +97,9 @@ def test_a_killed_copy_into_postgresql_finishes_on_rerun(tmp_path: Path, pg: Any
     with StateStore.open(src_home) as src:
         fill_plain_store(src, sessions=20, per_session=500)
     total = 10_000
-    code = (
-        "import sys; from tests.support.copying import copy_worker_main; "
-        "copy_worker_main(*sys.argv[1:])"
-    )
-    procs: list[subprocess.Popen[str]] = []
-    with reaped(procs):
-        proc = subprocess.Popen(
-            [sys.executable, "-c", code, str(src_home), pg.url, "10", str(total // 10)],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        procs.append(proc)
-        assert proc.stdout is not None
-        first = proc.stdout.readline()
-        assert first.startswith("copied"), first
-        proc.kill()
-        proc.wait()
+
+    kill_copy_midway(src_home, pg.url, after=total // 10)
+
     partial = _count(pg)
     assert total // 10 <= partial < total
 
@@ -130,10 +113,9 @@ def test_a_killed_copy_into_postgresql_finishes_on_rerun(tmp_path: Path, pg: Any
 def test_text_holding_nul_is_refused_by_name_and_the_rest_resumes_once_fixed(
     tmp_path: Path, pg: Any
 ) -> None:
-    with StateStore.open(new_home(tmp_path, "nul")) as source:
-        with source.unit_of_work() as uow:
-            uow.sessions.create("cli", id="s")
-            uow.commit()
+    home = new_home(tmp_path, "nul")
+    store_with_session(home, "s")
+    with StateStore.open(home) as source:
         source.append_message("s", {"role": "user", "content": "fine"})
         bad = source.append_message("s", {"role": "user", "content": "a\x00b"})
 

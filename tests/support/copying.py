@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import inspect
 import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,6 +22,7 @@ from hermes_repo.models import Base, messages_table, sessions_table, state_meta_
 from hermes_repo.schema.fts import STALE_KEY
 from hermes_repo.transfer.copy import copy_store
 from hermes_repo.uow import UnitOfWork
+from tests.support.processes import reaped
 
 __all__ = [
     "HUGE",
@@ -27,14 +30,17 @@ __all__ = [
     "copy_worker_main",
     "fill_odd_store",
     "fill_plain_store",
+    "kill_copy_midway",
     "new_home",
     "pg_end",
     "pg_target",
     "requires_pg",
     "store_rows",
+    "store_with_session",
 ]
 
 T = TypeVar("T")
+ROOT = Path(__file__).resolve().parents[2]
 PG_URL = os.environ.get("HERMES_TEST_PG_URL")
 requires_pg = pytest.mark.skipif(
     not PG_URL,
@@ -214,3 +220,31 @@ def copy_worker_main(source: str, target: str, batch_size: str, signal_at: str) 
     finally:
         dst.close()
     print("finished", flush=True)
+
+
+def kill_copy_midway(source: Path, target: str, *, after: int, batch_size: int = 10) -> None:
+    """Copy ``source`` into ``target`` (a folder or a PostgreSQL URL) in a child process
+    and SIGKILL it once ``after`` messages are copied: no cleanup, maybe mid-transaction."""
+    code = (
+        "import sys; from tests.support.copying import copy_worker_main; "
+        "copy_worker_main(*sys.argv[1:])"
+    )
+    args = [str(source), target, str(batch_size), str(after)]
+    procs: list[subprocess.Popen[str]] = []
+    with reaped(procs):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code, *args], cwd=ROOT, stdout=subprocess.PIPE, text=True
+        )
+        procs.append(proc)
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        assert first.startswith("copied"), first
+        proc.kill()
+        proc.wait()
+
+
+def store_with_session(home: Path, session_id: str, started_at: float | None = None) -> None:
+    """A store in ``home`` holding one empty session."""
+    with StateStore.open(home) as store, store.unit_of_work() as uow:
+        uow.sessions.create("cli", id=session_id, started_at=started_at)
+        uow.commit()
