@@ -22,6 +22,7 @@ from tests.support.copying import (
     fill_odd_store,
     fill_plain_store,
     kill_copy_midway,
+    message_count,
     new_home,
     store_rows,
     store_with_session,
@@ -39,10 +40,6 @@ def source(tmp_path: Path) -> Iterator[StateStore]:
 def target(tmp_path: Path) -> Iterator[StateStore]:
     with StateStore.open(new_home(tmp_path, "target")) as store:
         yield store
-
-
-def _messages(store: StateStore) -> int:
-    return int(store.read(lambda c: c.execute(text("SELECT count(*) FROM messages")).scalar()))
 
 
 def test_copy_brings_every_row_with_every_column_and_keeps_ids(
@@ -125,7 +122,7 @@ def test_a_killed_copy_finishes_on_rerun_with_nothing_doubled_or_lost(tmp_path: 
     kill_copy_midway(src_home, str(dst_home), after=total // 10)
 
     with StateStore.open(src_home) as src, StateStore.open(dst_home) as dst:
-        partial = _messages(dst)
+        partial = message_count(dst)
         assert total // 10 <= partial < total  # a real half-done copy
 
         report = copy_store(src, dst, batch_size=500)
@@ -175,7 +172,7 @@ def test_a_target_with_sessions_the_source_lacks_is_refused(
         with pytest.raises(CopyConflictError, match="'theirs'"):
             copy_store(source, other)
 
-        assert _messages(other) == 0
+        assert message_count(other) == 0
 
 
 def test_a_target_with_messages_beyond_the_sources_is_refused(

@@ -18,6 +18,7 @@ from tests.support.copying import (
     fill_odd_store,
     fill_plain_store,
     kill_copy_midway,
+    message_count,
     new_home,
     pg_target,
     requires_pg,
@@ -39,10 +40,6 @@ def source(tmp_path: Path) -> Iterator[StateStore]:
 def pg() -> Iterator[Any]:
     with pg_target() as end:
         yield end
-
-
-def _count(end: Any) -> int:
-    return int(end.read(lambda c: c.execute(text("SELECT count(*) FROM messages")).scalar()))
 
 
 def test_sqlite_to_postgresql_brings_every_row_with_every_column(
@@ -100,7 +97,7 @@ def test_a_killed_copy_into_postgresql_finishes_on_rerun(tmp_path: Path, pg: Any
 
     kill_copy_midway(src_home, pg.url, after=total // 10)
 
-    partial = _count(pg)
+    partial = message_count(pg)
     assert total // 10 <= partial < total
 
     with StateStore.open(src_home) as src:
@@ -122,7 +119,7 @@ def test_text_holding_nul_is_refused_by_name_and_the_rest_resumes_once_fixed(
         with pytest.raises(CopyError, match=f"messages row {bad}: column content holds a NUL"):
             copy_store(source, pg)
 
-        assert _count(pg) == 0  # the batch holding it was not written
+        assert message_count(pg) == 0  # the batch holding it was not written
         with source.unit_of_work() as uow:
             uow.connection.execute(
                 text("UPDATE messages SET content = 'ab' WHERE id = :i"), {"i": bad}

@@ -31,6 +31,7 @@ __all__ = [
     "fill_odd_store",
     "fill_plain_store",
     "kill_copy_midway",
+    "message_count",
     "new_home",
     "pg_end",
     "pg_target",
@@ -119,6 +120,11 @@ def _all_rows(conn: Connection) -> dict[str, list[tuple[Any, ...]]]:
             )
         ],
     }
+
+
+def message_count(end: Any) -> int:
+    """Rows of ``messages`` in a store (archived ones included)."""
+    return int(end.read(lambda c: c.execute(text("SELECT count(*) FROM messages")).scalar()))
 
 
 def store_rows(end: Any) -> dict[str, list[tuple[Any, ...]]]:
