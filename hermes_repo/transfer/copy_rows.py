@@ -74,6 +74,9 @@ def _wide(table: Table) -> Table:
 
 _WIDE = MetaData()
 _sessions, _messages, _meta = (_wide(t) for t in (sessions_table, messages_table, state_meta_table))
+# Bound parameters of one INSERT stay far below SQLite's limit (32766) and PostgreSQL's
+# (65535): 21 columns x 500 rows.
+_ROWS_PER_INSERT = 500
 # PostgreSQL text cannot hold U+0000, which SQLite text can.
 _NUL = "\x00"
 _CLEAN = (
@@ -224,10 +227,32 @@ def _merge(
         else:
             tally.unchanged += 1
     _check_text(fresh, conn.dialect.name, table.name)
-    if fresh:
-        conn.execute(insert(table), fresh)
+    _insert_rows(conn, table, fresh)
     tally.inserted = len(fresh)
     return tally
+
+
+def _insert_rows(conn: Connection, table: Table, rows: list[Row]) -> None:
+    """Insert ``rows`` (every column) with one multi-row INSERT per chunk.
+
+    Not executemany: SQLite's FTS5 writes its pending index data out at each
+    statement's savepoint, so a statement per row made thousands of tiny index segments
+    (measured 8x slower than one statement per chunk). The SQL is written here, not by
+    SQLAlchemy: compiling 10,000 bound parameters per chunk cost more than SQLite's work.
+    """
+    style = conn.dialect.paramstyle
+    if style not in ("qmark", "format", "pyformat"):
+        for start in range(0, len(rows), _ROWS_PER_INSERT):
+            conn.execute(insert(table), rows[start : start + _ROWS_PER_INSERT])
+        return
+    names = [c.name for c in table.columns]
+    quote = conn.dialect.identifier_preparer.quote
+    one = "(" + ", ".join(["?" if style == "qmark" else "%s"] * len(names)) + ")"
+    head = f"INSERT INTO {quote(table.name)} ({', '.join(map(quote, names))}) VALUES "
+    for start in range(0, len(rows), _ROWS_PER_INSERT):
+        chunk = rows[start : start + _ROWS_PER_INSERT]
+        params = tuple(row[name] for row in chunk for name in names)
+        conn.exec_driver_sql(head + ", ".join([one] * len(chunk)), params)
 
 
 def copy_links(source: CopyEndpoint, target: CopyEndpoint, size: int) -> int:
