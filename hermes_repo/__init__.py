@@ -64,12 +64,16 @@ if TYPE_CHECKING:
     from .salvage import RecoveryError, SalvageError
     from .salvage.pagescan import PageError
     from .schema.backup import BackupSpaceError
+    from .transfer.copy import CopyConflictError, CopyError, CopyVerificationError
 
 # The operator tools' errors are exported by name but imported on first use: a program
 # that only appends and searches does not pay for loading the doctor, the repair, the
 # snapshots and the salvage at `import hermes_repo`.
 _LAZY_ERRORS = {
     "BackupSpaceError": ".schema.backup",
+    "CopyConflictError": ".transfer.copy",
+    "CopyError": ".transfer.copy",
+    "CopyVerificationError": ".transfer.copy",
     "DoctorReadError": ".ops.doctor",
     "JournalFileError": ".ops.doctor",
     "PageError": ".salvage.pagescan",
@@ -105,6 +109,9 @@ __all__ = [
     "BackupSpaceError",
     "ConfigurationError",
     "Conversation",
+    "CopyConflictError",
+    "CopyError",
+    "CopyVerificationError",
     "DatabaseBusyError",
     "DoctorReadError",
     "FlushResult",

@@ -7,13 +7,16 @@ exactly the file ``db upgrade`` exists to fix) and :mod:`hermes_repo.ops.replace
 
 from __future__ import annotations
 
+import inspect
 import shlex
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..engine import Driver
+from ..errors import ConfigurationError
 from ..ops.replace import replace_store
 from ..ops.server_schema import check_server, server_revision, upgrade_server
 from ..ops.upgrade import (
@@ -26,8 +29,11 @@ from ..ops.upgrade import (
     schema_engine,
 )
 from ..schema import migrate
+from ..store import StateStore
+from ..transfer.copy import DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE, copy_store
+from ..transfer.copy_target import CopyTarget, parse_copy_target
 from ._options import json_option
-from ._output import CliError, echo_json
+from ._output import CliError, echo_json, stderr_console
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -47,7 +53,8 @@ def _driver_line(driver: Driver, journal_mode: str) -> str:
 
 @click.group("db")
 def db() -> None:
-    """Schema migrations (upgrade, revision, drift check) and installing a recovered file.
+    """Schema migrations (upgrade, revision, drift check), installing a recovered file,
+    and copying the store to PostgreSQL or another SQLite file.
 
     The schema of state.db is built and changed only by the migrations shipped inside
     the package (Alembic); no ini file or source checkout is needed.
@@ -221,3 +228,117 @@ def replace(state: CliState, new_db: Path, as_json: bool) -> None:
     )
     if result.aside:
         click.echo(f"the old files are kept aside: {', '.join(result.aside)}")
+
+
+class _CopyBar:
+    """Messages copied out of the total, on a terminal's stderr (nothing in a pipe)."""
+
+    def __init__(self) -> None:
+        console = stderr_console()
+        self.progress = Progress(
+            TextColumn("[bold]copying messages"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            disable=not console.is_terminal,
+            transient=True,
+        )
+        self.task = self.progress.add_task("copy", total=None)
+
+    def __call__(self, done: int, total: int) -> None:
+        self.progress.update(self.task, completed=done, total=total)
+
+    def __enter__(self) -> _CopyBar:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+
+def _open_copy_target(target: CopyTarget) -> StateStore:
+    """The target store, created at head by the migrations when empty; a store behind
+    head is refused by the open (SchemaMismatchError naming `db upgrade`)."""
+    if target.home is not None:
+        # Its pending spool files are its own business: a copy writes copied rows only.
+        return StateStore.open(target.home, recover=False)
+    opener: Any = StateStore.open
+    if "url" not in inspect.signature(opener).parameters:
+        raise ConfigurationError(
+            f"this hermes_repo cannot open PostgreSQL stores, so it cannot copy to "
+            f"{target.display}; install a version with PostgreSQL support "
+            "(pip install 'hermes_repo[postgresql]')"
+        )
+    store: StateStore = opener(url=target.url, recover=False)
+    return store
+
+
+@db.command("copy")
+@click.option(
+    "--to",
+    "to",
+    required=True,
+    metavar="TARGET",
+    help="A postgresql+psycopg:// URL, sqlite:///path/state.db, or a folder for state.db.",
+)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(1, MAX_BATCH_SIZE),
+    default=DEFAULT_BATCH_SIZE,
+    show_default=True,
+    help="Rows per transaction (memory holds one batch).",
+)
+@json_option("Print the summary (counts, verified checksums) as JSON.")
+@click.pass_obj
+def copy(state: CliState, to: str, batch_size: int, as_json: bool) -> None:
+    """Copy every session, message and canonical state_meta row of the store into TARGET.
+
+    The source is the store the global options choose. TARGET is a PostgreSQL URL
+    (postgresql+psycopg://user@host:port/database), an SQLite store given as
+    sqlite:///path/to/state.db, or a folder that holds or will hold state.db. An empty
+    target is created at head by the migrations; one behind head is refused (upgrade it
+    first). Every column is copied and message ids are kept (they are the replay
+    order); search indexes are built by the target itself.
+
+    Rows go in batches, each its own transaction. Running the command again writes
+    only what is missing or changed, so a copy that was interrupted (killed, a lost
+    connection) is finished by running it again, and a finished one adds nothing. A
+    target holding another store's rows is refused before anything is written. At the
+    end both stores' counts and checksums are compared; a difference (the source was
+    written to during the copy) is an error: stop the writers and run it again.
+
+    A password in the URL is never printed; PGPASSWORD or ~/.pgpass keep it out of the
+    shell history too.
+
+    \b
+    Example:
+      hermes-repo --home ~/.hermes db copy --to postgresql+psycopg://hermes@db.internal:5432/hermes
+      hermes-repo --home ~/.hermes db copy --to /srv/hermes-copy --json
+      hermes-repo --home ~/.hermes db copy --to sqlite:////srv/hermes-copy/state.db
+    """
+    target = parse_copy_target(to)
+    source = state.store
+    if target.home is not None and target.home.resolve() == source.home.resolve():
+        raise CliError(f"{target.display} is the store being copied; give another target")
+    with _open_copy_target(target) as dst, _CopyBar() as bar:
+        report = copy_store(source, dst, batch_size=batch_size, progress=bar)
+    if as_json:
+        echo_json(report.as_dict())
+        return
+    figures = report.checksums
+    click.echo(f"copied {report.source} -> {report.target} in {report.seconds:.1f} s")
+    for name, tally in (
+        ("sessions", report.sessions),
+        ("messages", report.messages),
+        ("state_meta", report.state_meta),
+    ):
+        click.echo(
+            f"  {name}: {tally.inserted} new, {tally.updated} updated, "
+            f"{tally.unchanged} already there"
+        )
+    click.echo(
+        f"verified: {figures['sessions']['count']} sessions, "
+        f"{figures['messages']['count']} messages (max id {figures['messages']['max_id']}), "
+        f"{figures['state_meta']['count']} state_meta rows on both sides"
+    )

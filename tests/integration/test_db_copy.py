@@ -1,0 +1,238 @@
+"""Copying a whole store into another (SQLite to SQLite here; the PostgreSQL variants are
+in test_db_copy_postgresql.py): every row and column, idempotent, resumable after a real
+SIGKILL, verified, and refusing a target that holds another store's rows."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from hermes_repo import StateStore
+from hermes_repo.errors import ConfigurationError
+from hermes_repo.transfer.copy import (
+    CopyConflictError,
+    CopyVerificationError,
+    copy_store,
+)
+from tests.support.copying import (
+    HUGE,
+    fill_odd_store,
+    fill_plain_store,
+    kill_copy_midway,
+    message_count,
+    new_home,
+    store_rows,
+    store_with_session,
+)
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> Iterator[StateStore]:
+    with StateStore.open(new_home(tmp_path, "source")) as store:
+        fill_odd_store(store)
+        yield store
+
+
+@pytest.fixture
+def target(tmp_path: Path) -> Iterator[StateStore]:
+    with StateStore.open(new_home(tmp_path, "target")) as store:
+        yield store
+
+
+def test_copy_brings_every_row_with_every_column_and_keeps_ids(
+    source: StateStore, target: StateStore
+) -> None:
+    report = copy_store(source, target, batch_size=3)
+
+    assert store_rows(target) == store_rows(source)
+    assert report.messages.inserted == 38 and report.sessions.inserted == 3
+    assert report.parent_links == 1  # the child sorts before its parent
+    assert report.checksums["messages"]["count"] == 38
+    # The copy reads back as the source does: surrogates, CJK, huge text, archived rows.
+    for sid in ("z-root", "a-child"):
+        want = source.load_conversation(sid, include_inactive=True, with_ids=True).messages
+        got = target.load_conversation(sid, include_inactive=True, with_ids=True).messages
+        assert got == want
+    assert any(m.get("content") == HUGE for m in target.load_conversation("z-root").messages)
+    assert target.get_session("a-child").parent_session_id == "z-root"
+    # Derived markers stay with their file; the target's index is live and finds copies.
+    assert target.read(lambda c: c.execute(text("SELECT key FROM state_meta")).all()) == [
+        ("hermes_import.state_meta",)
+    ]
+    assert [h.session_id for h in target.search("データ", limit=1)] == ["a-child"]
+
+
+def test_an_append_after_the_copy_gets_a_new_id(source: StateStore, target: StateStore) -> None:
+    copy_store(source, target)
+
+    new_id = target.append_message("z-root", {"role": "user", "content": "after"})
+
+    assert new_id == 39
+
+
+def test_a_second_copy_writes_nothing(source: StateStore, target: StateStore) -> None:
+    copy_store(source, target)
+    before = store_rows(target)
+
+    again = copy_store(source, target, batch_size=5)
+
+    assert again.written == 0
+    assert again.messages.unchanged == 38 and again.sessions.unchanged == 3
+    assert store_rows(target) == before
+
+
+def test_a_rerun_brings_over_what_the_source_changed_since(
+    source: StateStore, target: StateStore
+) -> None:
+    copy_store(source, target)
+    with source.unit_of_work() as uow:
+        uid = sorted(uow.messages.uids("z-root"))[0]
+        uow.messages.set_active("z-root", uid, False, reason="repair: test")
+        uow.messages.recount("z-root")
+        uow.sessions.end("a-child", "compressed")
+        uow.commit()
+    source.append_message("lonely", {"role": "user", "content": "new"})
+
+    again = copy_store(source, target)
+
+    assert again.messages.inserted == 1 and again.messages.updated == 1
+    assert again.sessions.updated == 3  # counters of two sessions, the end of one
+    assert store_rows(target) == store_rows(source)
+
+
+def test_copying_back_into_a_new_store_gives_identical_rows(
+    tmp_path: Path, source: StateStore, target: StateStore
+) -> None:
+    copy_store(source, target)
+    with StateStore.open(new_home(tmp_path, "back")) as back:
+        copy_store(target, back, batch_size=4)
+
+        assert store_rows(back) == store_rows(source)
+
+
+def test_a_killed_copy_finishes_on_rerun_with_nothing_doubled_or_lost(tmp_path: Path) -> None:
+    src_home, dst_home = new_home(tmp_path, "big"), new_home(tmp_path, "dst")
+    with StateStore.open(src_home) as src:
+        fill_plain_store(src, sessions=40, per_session=500)
+    total = 20_000
+
+    kill_copy_midway(src_home, str(dst_home), after=total // 10)
+
+    with StateStore.open(src_home) as src, StateStore.open(dst_home) as dst:
+        partial = message_count(dst)
+        assert total // 10 <= partial < total  # a real half-done copy
+
+        report = copy_store(src, dst, batch_size=500)
+
+        assert report.messages.inserted == total - partial
+        assert report.messages.unchanged == partial
+        assert store_rows(dst) == store_rows(src)
+
+
+def test_a_target_holding_another_stores_messages_is_refused_untouched(
+    tmp_path: Path, source: StateStore
+) -> None:
+    with StateStore.open(new_home(tmp_path, "other")) as other:
+        # Same session ids, and message ids 1..3: but other messages (other uids).
+        fill_odd_store(other)
+        before = store_rows(other)
+
+        with pytest.raises(CopyConflictError, match="another store") as caught:
+            copy_store(source, other)
+
+        assert "empty store" in str(caught.value)  # the fix
+        assert store_rows(other) == before
+
+
+def test_other_messages_under_the_sources_own_sessions_are_refused_untouched(
+    tmp_path: Path, source: StateStore
+) -> None:
+    # The sessions match (id and start) but message id 1 is another message.
+    home = new_home(tmp_path, "other")
+    store_with_session(home, "lonely", source.get_session("lonely").started_at)
+    with StateStore.open(home) as other:
+        other.append_message("lonely", {"role": "user", "content": "not the source's"})
+        before = store_rows(other)
+
+        with pytest.raises(CopyConflictError, match="message id 1 is uid"):
+            copy_store(source, other)
+
+        assert store_rows(other) == before
+
+
+def test_a_target_with_sessions_the_source_lacks_is_refused(
+    tmp_path: Path, source: StateStore
+) -> None:
+    home = new_home(tmp_path, "other")
+    store_with_session(home, "theirs")
+    with StateStore.open(home) as other:
+        with pytest.raises(CopyConflictError, match="'theirs'"):
+            copy_store(source, other)
+
+        assert message_count(other) == 0
+
+
+def test_a_target_with_messages_beyond_the_sources_is_refused(
+    source: StateStore, target: StateStore
+) -> None:
+    copy_store(source, target)
+    target.append_message("lonely", {"role": "user", "content": "written in the target"})
+
+    with pytest.raises(CopyConflictError, match="message id 39"):
+        copy_store(source, target)
+
+
+def test_a_store_cannot_be_copied_into_itself(source: StateStore) -> None:
+    with (
+        StateStore.open(source.home, recover=False) as same,
+        pytest.raises(ConfigurationError, match="source store itself"),
+    ):
+        copy_store(source, same)
+
+
+@pytest.mark.parametrize("size", [0, 100_001])
+def test_a_batch_size_out_of_range_is_refused(
+    source: StateStore, target: StateStore, size: int
+) -> None:
+    with pytest.raises(ConfigurationError, match="1 to 100000"):
+        copy_store(source, target, batch_size=size)
+
+
+def test_a_source_written_during_the_copy_fails_verification_then_a_rerun_matches(
+    source: StateStore, target: StateStore
+) -> None:
+    # An agent keeps writing to the source: a session already copied gains a message.
+    def agent_writes(done: int, total: int) -> None:
+        if done == 3:
+            source.append_message("lonely", {"role": "user", "content": "late"})
+
+    with pytest.raises(CopyVerificationError, match="run the copy again"):
+        copy_store(source, target, batch_size=3, progress=agent_writes)
+
+    copy_store(source, target)
+    assert store_rows(target) == store_rows(source)
+
+
+def test_progress_counts_messages_up_to_the_total(source: StateStore, target: StateStore) -> None:
+    seen: list[tuple[int, int]] = []
+
+    copy_store(source, target, batch_size=10, progress=lambda d, t: seen.append((d, t)))
+
+    assert seen == [(0, 38), (10, 38), (20, 38), (30, 38), (38, 38)]
+
+
+def test_text_holding_nul_characters_copies_exactly_between_sqlite_stores(
+    tmp_path: Path, target: StateStore
+) -> None:
+    home = new_home(tmp_path, "nul")
+    store_with_session(home, "s")
+    with StateStore.open(home) as source:
+        source.append_message("s", {"role": "user", "content": "a\x00b", "reasoning": "\x00"})
+
+        copy_store(source, target)
+
+        assert store_rows(target) == store_rows(source)
+        assert target.load_conversation("s").messages[0]["content"] == "a\x00b"

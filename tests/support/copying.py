@@ -1,0 +1,256 @@
+"""Stores for the copy tests: one holding every odd value a column can hold, the rows of
+a whole store to compare two, and PostgreSQL databases made for one test."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from sqlalchemy import BigInteger, Engine, Integer, MetaData, create_engine, select, text
+from sqlalchemy.engine import Connection, make_url
+
+from hermes_repo import StateStore
+from hermes_repo.models import Base, messages_table, sessions_table, state_meta_table
+from hermes_repo.schema.fts import STALE_KEY
+from hermes_repo.transfer.copy import copy_store
+from hermes_repo.uow import UnitOfWork
+from tests.support.processes import reaped
+
+__all__ = [
+    "HUGE",
+    "PG_URL",
+    "copy_worker_main",
+    "fill_odd_store",
+    "fill_plain_store",
+    "kill_copy_midway",
+    "message_count",
+    "new_home",
+    "pg_end",
+    "pg_target",
+    "requires_pg",
+    "store_rows",
+    "store_with_session",
+]
+
+T = TypeVar("T")
+ROOT = Path(__file__).resolve().parents[2]
+PG_URL = os.environ.get("HERMES_TEST_PG_URL")
+requires_pg = pytest.mark.skipif(
+    not PG_URL,
+    reason="set HERMES_TEST_PG_URL=postgresql+psycopg://user@host:port/db to run the "
+    "PostgreSQL variants",
+)
+HUGE = "長い" + "x" * (3 * 1024 * 1024) + "終"  # beyond both full-text caps
+
+
+def fill_odd_store(store: StateStore) -> None:
+    """Sessions and messages holding every kind of value the columns keep."""
+    with store.unit_of_work() as uow:
+        # The child's id sorts before its parent's: parents cannot simply go first by id.
+        uow.sessions.create("telegram", id="z-root", title="根 session", user_id="u1")
+        uow.sessions.create("cli", id="a-child", parent_session_id="z-root", model="m")
+        uow.sessions.create("cli", id="lonely", extra={"hermes": {"k": [1, 2]}})
+        uow.commit()
+    odd = [
+        {"role": "system", "content": "You are helpful. 你好，世界。日本語のテキスト"},
+        {"role": "user", "content": "cut mid-emoji \ud83d and \udc80 here"},
+        {"role": "user", "content": [{"type": "text", "text": "part \ud800"}, {"x": 1}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+            ],
+            "reasoning": "think \udcff",
+            "reasoning_details": [{"type": "summary", "text": "短い"}],
+            "finish_reason": "tool_calls",
+            "token_count": 2**40,
+        },
+        {"role": "tool", "tool_call_id": "c1", "tool_name": "f\ufdd0", "content": HUGE},
+        {"role": "assistant", "content": "shown", "display_only": True},
+        {"role": "assistant", "content": "sent", "api_content": '{"exact": "payload"}'},
+        {"role": "user", "content": "kept key", "vendor_field": {"a": None}, "id": "msg_1"},
+    ]
+    for message in odd:
+        store.append_message("z-root", message)
+    for i in range(30):
+        store.append_message("a-child", {"role": "user", "content": f"child {i} データ"})
+    with store.unit_of_work() as uow:
+        uid = next(iter(uow.messages.uids("a-child")))
+        uow.messages.set_active("a-child", uid, False, reason="repair: orphan")
+        uow.messages.recount("a-child")
+        uow.sessions.end("z-root", "user_exit")
+        uow.meta.set("hermes_import.state_meta", '{"k": "値"}')
+        uow.meta.set(STALE_KEY, "derived: never copied")  # describes this file only
+        uow.commit()
+
+
+def fill_plain_store(store: StateStore, sessions: int, per_session: int) -> None:
+    """``sessions`` sessions of ``per_session`` short messages each, bulk-inserted."""
+    for s in range(sessions):
+        with store.unit_of_work() as uow:
+            sid = f"s{s:04d}"
+            uow.sessions.create("cli", id=sid)
+            uow.messages.append_many(
+                sid,
+                (
+                    {"role": "user" if i % 2 else "assistant", "content": f"{sid} message {i}"}
+                    for i in range(per_session)
+                ),
+            )
+            uow.commit()
+
+
+def _all_rows(conn: Connection) -> dict[str, list[tuple[Any, ...]]]:
+    return {
+        "sessions": [tuple(r) for r in conn.execute(select(sessions_table).order_by("id"))],
+        "messages": [tuple(r) for r in conn.execute(select(messages_table).order_by("id"))],
+        "state_meta": [
+            tuple(r)
+            for r in conn.execute(
+                select(state_meta_table).where(state_meta_table.c.key != STALE_KEY).order_by("key")
+            )
+        ],
+    }
+
+
+def message_count(end: Any) -> int:
+    """Rows of ``messages`` in a store (archived ones included)."""
+    return int(end.read(lambda c: c.execute(text("SELECT count(*) FROM messages")).scalar()))
+
+
+def store_rows(end: Any) -> dict[str, list[tuple[Any, ...]]]:
+    """Every canonical row of a store (derived markers left out), in key order."""
+    rows: dict[str, list[tuple[Any, ...]]] = end.read(_all_rows)
+    return rows
+
+
+class PgEnd:
+    """A PostgreSQL database as a copy end, its tables made from the models.
+
+    Only until the store opens PostgreSQL URLs itself (see :func:`pg_target`).
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.url = ""
+
+    def read(self, work: Callable[[Connection], T]) -> T:
+        with self.engine.connect() as conn, conn.begin():
+            return work(conn)
+
+    def write(self, work: Callable[[UnitOfWork], T]) -> T:
+        with UnitOfWork(self.engine) as uow:
+            result = work(uow)
+            uow.commit()
+            return result
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def _create_tables(engine: Engine) -> None:
+    # SQLite's INTEGER is 64-bit and the codec accepts any 64-bit count (token_count
+    # 2**40): a PostgreSQL schema needs bigint where the models say Integer.
+    metadata = MetaData()
+    for table in Base.metadata.sorted_tables:
+        copy = table.to_metadata(metadata)
+        for column in copy.columns:
+            if isinstance(column.type, Integer):
+                column.type = BigInteger()
+    metadata.create_all(engine)
+
+
+def pg_end(url: str) -> Any:
+    """A copy end on the PostgreSQL database ``url``: a store opened by URL where
+    :meth:`StateStore.open` takes one, else the bare database (tables made by
+    :func:`pg_target`)."""
+    if "url" in inspect.signature(StateStore.open).parameters:
+        return StateStore.open(url=url)  # type: ignore[call-arg]
+    return PgEnd(create_engine(url))
+
+
+@contextmanager
+def pg_target() -> Iterator[Any]:
+    """A new, empty PostgreSQL database as a copy end (``.url`` on it), dropped after."""
+    assert PG_URL is not None
+    server = make_url(PG_URL)
+    name = f"copy_test_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(server, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    url = server.set(database=name).render_as_string(hide_password=False)
+    try:
+        end = pg_end(url)
+        try:
+            if isinstance(end, PgEnd):
+                _create_tables(end.engine)
+            end.url = url
+            yield end
+        finally:
+            end.close()
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def new_home(tmp_path: Path, name: str) -> Path:
+    """A folder for a new store (created at head by its first open)."""
+    home = tmp_path / name
+    home.mkdir(mode=0o700)
+    return home
+
+
+def copy_worker_main(source: str, target: str, batch_size: str, signal_at: str) -> None:
+    """Run in a child process: copy ``source`` into ``target`` (store folders) and print
+    ``copied N`` (flushed) after each batch once ``signal_at`` messages are copied."""
+    threshold = int(signal_at)
+
+    def progress(done: int, total: int) -> None:
+        if done >= threshold:
+            print(f"copied {done} of {total}", flush=True)
+
+    dst = pg_end(target) if target.startswith("postgresql") else StateStore.open(target)
+    try:
+        with StateStore.open(source) as src:
+            copy_store(src, dst, batch_size=int(batch_size), progress=progress)
+    finally:
+        dst.close()
+    print("finished", flush=True)
+
+
+def kill_copy_midway(source: Path, target: str, *, after: int, batch_size: int = 10) -> None:
+    """Copy ``source`` into ``target`` (a folder or a PostgreSQL URL) in a child process
+    and SIGKILL it once ``after`` messages are copied: no cleanup, maybe mid-transaction."""
+    code = (
+        "import sys; from tests.support.copying import copy_worker_main; "
+        "copy_worker_main(*sys.argv[1:])"
+    )
+    args = [str(source), target, str(batch_size), str(after)]
+    procs: list[subprocess.Popen[str]] = []
+    with reaped(procs):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code, *args], cwd=ROOT, stdout=subprocess.PIPE, text=True
+        )
+        procs.append(proc)
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        assert first.startswith("copied"), first
+        proc.kill()
+        proc.wait()
+
+
+def store_with_session(home: Path, session_id: str, started_at: float | None = None) -> None:
+    """A store in ``home`` holding one empty session."""
+    with StateStore.open(home) as store, store.unit_of_work() as uow:
+        uow.sessions.create("cli", id=session_id, started_at=started_at)
+        uow.commit()
