@@ -49,6 +49,7 @@ from .errors import (
 )
 from .ids import check_session_id
 from .repositories import MessageRepository, SearchHit, SearchRepository
+from .repositories.search_pg import PgSearchRepository
 from .retry import (
     DEFAULT_POLICY,
     STORE_WRITE_BUDGET_S,
@@ -410,7 +411,9 @@ class Database:
                 raise self.failure(exc).error from exc
 
         return self.write(
-            lambda uow: uow.messages.append_many(sid, batch), policy, first_try=on_driver
+            lambda uow: uow.messages.append_many(sid, batch),
+            policy,
+            first_try=on_driver if self.backend.cursor_fast_path else None,
         )
 
     def _on_driver(self, unit: Callable[[Any], T]) -> T:
@@ -481,6 +484,10 @@ class Database:
         read on the driver's cursor in one ``fetchall``; a read transaction, retried."""
 
         def run(conn: Connection) -> list[dict[str, Any]]:
+            if not self.backend.cursor_fast_path:
+                return MessageRepository(conn).list(
+                    session_id, include_inactive=include_inactive, with_ids=with_ids
+                )
             dbapi = conn.connection.dbapi_connection
             assert dbapi is not None
             cursor = dbapi.cursor()
@@ -507,6 +514,19 @@ class Database:
         cursor; a damaged index met there is detached once and the search answers from
         the canonical rows. ``before_id``: a keyset page (see
         :meth:`SearchRepository.search`)."""
+
+        if not self.backend.has_fts_triggers:
+            # Kept by the server (a generated tsvector and pg_trgm): nothing to detach.
+            return self.read(
+                lambda conn: PgSearchRepository(conn).search(
+                    query,
+                    limit=limit,
+                    session_id=session_id,
+                    role=role,
+                    include_inactive=include_inactive,
+                    before_id=before_id,
+                )
+            )
 
         def run(conn: Connection, *, use_fts: bool) -> list[SearchHit]:
             dbapi = conn.connection.dbapi_connection

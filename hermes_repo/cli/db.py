@@ -7,16 +7,16 @@ exactly the file ``db upgrade`` exists to fix) and :mod:`hermes_repo.ops.replace
 
 from __future__ import annotations
 
-import inspect
 import shlex
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..engine import Driver
-from ..errors import ConfigurationError
+from ..engine_pg import SQLITE_FILE
+from ..errors import HermesRepoError
 from ..ops.replace import replace_store
 from ..ops.server_schema import check_server, server_revision, upgrade_server
 from ..ops.upgrade import (
@@ -257,21 +257,21 @@ class _CopyBar:
         self.progress.stop()
 
 
-def _open_copy_target(target: CopyTarget) -> StateStore:
+def _open_copy_target(target: CopyTarget, home: Path | None) -> StateStore:
     """The target store, created at head by the migrations when empty; a store behind
-    head is refused by the open (SchemaMismatchError naming `db upgrade`)."""
-    if target.home is not None:
-        # Its pending spool files are its own business: a copy writes copied rows only.
-        return StateStore.open(target.home, recover=False)
-    opener: Any = StateStore.open
-    if "url" not in inspect.signature(opener).parameters:
-        raise ConfigurationError(
-            f"this hermes_repo cannot open PostgreSQL stores, so it cannot copy to "
-            f"{target.display}; install a version with PostgreSQL support "
-            "(pip install 'hermes_repo[postgresql]')"
-        )
-    store: StateStore = opener(url=target.url, recover=False)
-    return store
+    head is refused by the open (SchemaMismatchError naming `db upgrade`).
+
+    Its pending spool files are its own business: a copy writes copied rows only, so
+    nothing is replayed at the open. A server target keeps its local files (the spool)
+    in the invocation's home, as any store on a server does."""
+    try:
+        if target.home is not None:
+            # A file target stays a file whatever HERMES_REPO_URL says.
+            return StateStore.open(target.home, url=SQLITE_FILE, recover=False)
+        return StateStore.open(home, url=target.url, recover=False)
+    except HermesRepoError as exc:
+        # Name the target: the error alone does not say which of the two stores failed.
+        raise CliError(f"copy target {target.display}: {exc}") from exc
 
 
 @db.command("copy")
@@ -316,12 +316,18 @@ def copy(state: CliState, to: str, batch_size: int, as_json: bool) -> None:
       hermes-repo --home ~/.hermes db copy --to postgresql+psycopg://hermes@db.internal:5432/hermes
       hermes-repo --home ~/.hermes db copy --to /srv/hermes-copy --json
       hermes-repo --home ~/.hermes db copy --to sqlite:////srv/hermes-copy/state.db
+      hermes-repo --url postgresql+psycopg://hermes@db.internal/hermes db copy --to ~/.hermes-back
     """
     target = parse_copy_target(to)
     source = state.store
-    if target.home is not None and target.home.resolve() == source.home.resolve():
+    same_file = (
+        source.driver.backend.is_file
+        and target.home is not None
+        and target.home.resolve() == source.home.resolve()
+    )
+    if same_file:
         raise CliError(f"{target.display} is the store being copied; give another target")
-    with _open_copy_target(target) as dst, _CopyBar() as bar:
+    with _open_copy_target(target, state.home) as dst, _CopyBar() as bar:
         report = copy_store(source, dst, batch_size=batch_size, progress=bar)
     if as_json:
         echo_json(report.as_dict())

@@ -76,6 +76,7 @@ __all__ = [
     "SearchRepository",
     "fts_phrase",
     "like_pattern",
+    "merge_hits",
     "parse_query",
 ]
 
@@ -101,7 +102,7 @@ class SearchHit:
 _WINDOW_CHARS = 120
 
 
-def _merge(
+def merge_hits(
     hits: list[SearchHit], more: list[SearchHit], limit: int, *, by_recency: bool = False
 ) -> list[SearchHit]:
     """Add the hits of the rows beyond an index's cap that the index did not return.
@@ -223,7 +224,7 @@ class SearchRepository:
             short = [t for t in terms if len(t) < 3]
             hits = self._trigram(long_terms, short, filters, params)
             more = self._beyond_cap(_TRIGRAM, terms, filters, params)
-            return _merge(hits, more, limit, by_recency=True)
+            return merge_hits(hits, more, limit, by_recency=True)
         return self._like(terms, filters, params)
 
     @staticmethod
@@ -253,7 +254,7 @@ class SearchRepository:
         paged = "before" in params
         hits = self._words(word_terms, signs, filters, params)
         more = self._beyond_cap(_WORDS, terms, filters, params)
-        return _merge(hits, more, params["limit"], by_recency=paged)
+        return merge_hits(hits, more, params["limit"], by_recency=paged)
 
     def _run(self, sql: str, params: dict[str, Any]) -> list[SearchHit]:
         rows = self._rows(sql, params)

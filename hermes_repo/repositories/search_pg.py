@@ -39,11 +39,11 @@ from .search import (
     SNIPPET_CLOSE,
     SNIPPET_OPEN,
     SearchHit,
-    _like_snippet,
-    _merge,
     like_pattern,
+    merge_hits,
     parse_query,
 )
+from .search_query import like_snippet
 from .statements import fetch
 
 __all__ = ["PgSearchRepository"]
@@ -146,11 +146,20 @@ class PgSearchRepository:
                 hits = self._words(words, signs, filters, params, newest=newest or common)
                 if long_rows:
                     more = self._like(terms, filters, params, where=_LONG_ROWS)
-                    hits = _merge(hits, more, limit, by_recency=newest)
+                    hits = merge_hits(hits, more, limit, by_recency=newest)
             else:
                 hits = self._like(terms, filters, params)
             if hits or any(len(t) < 3 for t in word_terms):
                 return hits
+            if newest and words:
+                # The fallback is decided for the whole query, never per page (as on
+                # SQLite): a word query with hits newer than this page has run out.
+                first, first_params = self._filters(session_id, role, include_inactive, None)
+                first_params["limit"] = 1
+                if self._words(words, signs, first, first_params, newest=True) or (
+                    long_rows and self._like(terms, first, first_params, where=_LONG_ROWS)
+                ):
+                    return []
         elif not cjk:
             # Only signs: no index holds them for every role, so the rows are scanned.
             return self._like(terms, filters, params)
@@ -344,7 +353,7 @@ class PgSearchRepository:
         hits = []
         for r in self._rows(sql, params):
             window, begin, total = r[4] or "", int(r[3] or 1), int(r[5] or 0)
-            snippet = _like_snippet(window, [first, *terms])
+            snippet = like_snippet(window, [first, *terms])
             if begin > 1 and not snippet.startswith("…"):
                 snippet = "…" + snippet
             if begin - 1 + len(window) < total and not snippet.endswith("…"):

@@ -15,6 +15,7 @@ from sqlalchemy import text
 from hermes_repo import StateStore
 from hermes_repo.transfer.copy import CopyConflictError, CopyError, copy_store
 from tests.support.copying import (
+    PgEnd,
     fill_odd_store,
     fill_plain_store,
     kill_copy_midway,
@@ -37,9 +38,14 @@ def source(tmp_path: Path) -> Iterator[StateStore]:
 
 
 @pytest.fixture
-def pg() -> Iterator[Any]:
+def pg_end() -> Iterator[PgEnd]:
     with pg_target() as end:
         yield end
+
+
+@pytest.fixture
+def pg(pg_end: PgEnd) -> StateStore:
+    return pg_end.store
 
 
 def test_sqlite_to_postgresql_brings_every_row_with_every_column(
@@ -89,13 +95,15 @@ def test_a_postgresql_target_with_another_stores_rows_is_refused(
     assert store_rows(pg) == before
 
 
-def test_a_killed_copy_into_postgresql_finishes_on_rerun(tmp_path: Path, pg: Any) -> None:
+def test_a_killed_copy_into_postgresql_finishes_on_rerun(
+    tmp_path: Path, pg_end: PgEnd, pg: StateStore
+) -> None:
     src_home = new_home(tmp_path, "big")
     with StateStore.open(src_home) as src:
         fill_plain_store(src, sessions=20, per_session=500)
     total = 10_000
 
-    kill_copy_midway(src_home, pg.url, after=total // 10)
+    kill_copy_midway(src_home, pg_end.url, after=total // 10)
 
     partial = message_count(pg)
     assert total // 10 <= partial < total

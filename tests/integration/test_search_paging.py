@@ -17,7 +17,7 @@ from hermes_repo import (
     SearchQueryError,
     StateStore,
 )
-from hermes_repo.repositories.search import CANDIDATE_CAP, SearchRepository, parse_query
+from hermes_repo.repositories.search import CANDIDATE_CAP, parse_query
 from hermes_repo.schema import fts
 
 _FILLER = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf"]
@@ -27,6 +27,10 @@ ROLES = ("user", "assistant", "tool")
 # sign alone (LIKE paths), a word prefix (no token hit: the substring fallback) and a
 # word nothing holds.
 QUERIES = ("kiwi", "mango", "kiwi mango", "kiwi 🚀", "数据库", "数据", "🚀", "kiw", "zzznothing")
+
+
+# The same paging contract on both backends.
+pytestmark = pytest.mark.usefixtures("backend")
 
 
 @pytest.fixture
@@ -214,9 +218,8 @@ def test_a_word_query_past_its_last_hit_pages_nothing_rather_than_substrings(
         older = uow.messages.append(sid, {"role": "user", "content": "guavaguava older"})
         word = uow.messages.append(sid, {"role": "user", "content": "guava newer"})
         uow.commit()
-    with store.engine.connect() as conn:
-        repo = SearchRepository(conn)
-        assert [h.message_id for h in repo.search("guava", before_id=word + 1)] == [word]
-        assert repo.search("guava", before_id=word) == []
-        # Without a token hit at all, the fallback finds the substring.
-        assert [h.message_id for h in repo.search("guav", before_id=word + 1)] == [word, older]
+    search = store.database.search  # the repository contract, on the store's backend
+    assert [h.message_id for h in search("guava", before_id=word + 1)] == [word]
+    assert search("guava", before_id=word) == []
+    # Without a token hit at all, the fallback finds the substring.
+    assert [h.message_id for h in search("guav", before_id=word + 1)] == [word, older]

@@ -3,37 +3,36 @@ a whole store to compare two, and PostgreSQL databases made for one test."""
 
 from __future__ import annotations
 
-import inspect
 import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from sqlalchemy import BigInteger, Engine, Integer, MetaData, create_engine, select, text
+from sqlalchemy import create_engine, select, text
 from sqlalchemy.engine import Connection, make_url
 
 from hermes_repo import StateStore
-from hermes_repo.models import Base, messages_table, sessions_table, state_meta_table
+from hermes_repo.models import messages_table, sessions_table, state_meta_table
 from hermes_repo.schema.fts import STALE_KEY
 from hermes_repo.transfer.copy import copy_store
-from hermes_repo.uow import UnitOfWork
 from tests.support.processes import reaped
 
 __all__ = [
     "HUGE",
     "PG_URL",
+    "PgEnd",
     "copy_worker_main",
     "fill_odd_store",
     "fill_plain_store",
     "kill_copy_midway",
     "message_count",
     "new_home",
-    "pg_end",
     "pg_target",
     "requires_pg",
     "store_rows",
@@ -133,54 +132,17 @@ def store_rows(end: Any) -> dict[str, list[tuple[Any, ...]]]:
     return rows
 
 
+@dataclass
 class PgEnd:
-    """A PostgreSQL database as a copy end, its tables made from the models.
+    """A store on a throwaway PostgreSQL database, and the URL it was opened with."""
 
-    Only until the store opens PostgreSQL URLs itself (see :func:`pg_target`).
-    """
-
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        self.url = ""
-
-    def read(self, work: Callable[[Connection], T]) -> T:
-        with self.engine.connect() as conn, conn.begin():
-            return work(conn)
-
-    def write(self, work: Callable[[UnitOfWork], T]) -> T:
-        with UnitOfWork(self.engine) as uow:
-            result = work(uow)
-            uow.commit()
-            return result
-
-    def close(self) -> None:
-        self.engine.dispose()
-
-
-def _create_tables(engine: Engine) -> None:
-    # SQLite's INTEGER is 64-bit and the codec accepts any 64-bit count (token_count
-    # 2**40): a PostgreSQL schema needs bigint where the models say Integer.
-    metadata = MetaData()
-    for table in Base.metadata.sorted_tables:
-        copy = table.to_metadata(metadata)
-        for column in copy.columns:
-            if isinstance(column.type, Integer):
-                column.type = BigInteger()
-    metadata.create_all(engine)
-
-
-def pg_end(url: str) -> Any:
-    """A copy end on the PostgreSQL database ``url``: a store opened by URL where
-    :meth:`StateStore.open` takes one, else the bare database (tables made by
-    :func:`pg_target`)."""
-    if "url" in inspect.signature(StateStore.open).parameters:
-        return StateStore.open(url=url)  # type: ignore[call-arg]
-    return PgEnd(create_engine(url))
+    store: StateStore
+    url: str
 
 
 @contextmanager
 def pg_target() -> Iterator[Any]:
-    """A new, empty PostgreSQL database as a copy end (``.url`` on it), dropped after."""
+    """A store on a new PostgreSQL database (built at head by its open), dropped after."""
     assert PG_URL is not None
     server = make_url(PG_URL)
     name = f"copy_test_{uuid.uuid4().hex[:12]}"
@@ -189,14 +151,8 @@ def pg_target() -> Iterator[Any]:
         conn.execute(text(f'CREATE DATABASE "{name}"'))
     url = server.set(database=name).render_as_string(hide_password=False)
     try:
-        end = pg_end(url)
-        try:
-            if isinstance(end, PgEnd):
-                _create_tables(end.engine)
-            end.url = url
-            yield end
-        finally:
-            end.close()
+        with StateStore.open(url=url) as store:
+            yield PgEnd(store, url)
     finally:
         with admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
@@ -219,7 +175,11 @@ def copy_worker_main(source: str, target: str, batch_size: str, signal_at: str) 
         if done >= threshold:
             print(f"copied {done} of {total}", flush=True)
 
-    dst = pg_end(target) if target.startswith("postgresql") else StateStore.open(target)
+    dst = (
+        StateStore.open(url=target)
+        if target.startswith("postgresql")
+        else StateStore.open(target, url="sqlite")
+    )
     try:
         with StateStore.open(source) as src:
             copy_store(src, dst, batch_size=int(batch_size), progress=progress)

@@ -2,8 +2,8 @@
 
 The server comes from ``HERMES_TEST_PG_URL`` (any database of it: the tests create and
 drop their own, named ``pgsearch_*``); without it the tests that need one are skipped
-with that reason. The tables come from the models and the search objects from the
-statements revision 0004 freezes, so the search is tested on exactly that DDL.
+with that reason. The schema comes from the migrations, as a store's does: revision
+0004 adds the search objects (``search=False`` stops just before it).
 """
 
 from __future__ import annotations
@@ -18,12 +18,13 @@ import pytest
 from sqlalchemy import Engine, create_engine, make_url, text
 from sqlalchemy.pool import NullPool
 
-from hermes_repo.models import Base
-from hermes_repo.schema import pg_search
+from hermes_repo.schema import migrate
 
 __all__ = ["MESSAGE_COLUMNS", "copy_rows", "pg_database", "server_url"]
 
 ENV = "HERMES_TEST_PG_URL"
+# The revision before the PostgreSQL search objects.
+_BEFORE_SEARCH = "0003_session_extra"
 
 MESSAGE_COLUMNS = (
     "id",
@@ -57,11 +58,7 @@ def pg_database(*, search: bool = True) -> Iterator[Engine]:
         conn.execute(text(f"CREATE DATABASE {name}"))
     engine = create_engine(base.set(database=name), poolclass=NullPool)
     try:
-        Base.metadata.create_all(engine)
-        if search:
-            with engine.begin() as conn:
-                for statement in pg_search.CREATE_STATEMENTS:
-                    conn.execute(text(statement))
+        migrate.upgrade(engine, "head" if search else _BEFORE_SEARCH)
         yield engine
     finally:
         engine.dispose()
