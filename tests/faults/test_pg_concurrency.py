@@ -25,7 +25,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from tests.support.pg import PgServer
-from tests.support.pg_cluster import Rows
+from tests.support.pg_cluster import Rows, copied_database
 from tests.support.processes import reaped
 from tests.support.spooling import pending_files
 from tests.support.summary import record
@@ -37,10 +37,8 @@ WRITERS = (("w1", "append"), ("w2", "flush"), ("w3", "append"), ("w4", "flush"))
 
 @pytest.fixture
 def pg_url(pg_server: PgServer, pg_template: str) -> Iterator[str]:
-    name = pg_server.new_name("hosts")
-    url = pg_server.create(name, template=pg_template)
-    yield url.render_as_string(hide_password=False)
-    pg_server.drop(name)
+    with copied_database(pg_server, pg_template, "hosts") as url:
+        yield url
 
 
 def _spawn(url: str, home: Path, mode: str, tag: str, go: Path) -> subprocess.Popen[str]:

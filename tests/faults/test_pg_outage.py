@@ -52,6 +52,17 @@ def _open(home: Path, url: str, **kw: Any) -> StateStore:
     return StateStore.open(home, url=url, **kw)
 
 
+def _fresh(cluster: OwnCluster, label: str, tmp_path: Path) -> tuple[str, Path, Rows]:
+    """A new database on the cluster, the home folder for its spool, and its rows."""
+    url = cluster.new_database(label)
+    return url, tmp_path / "home", Rows(url)
+
+
+def _stored_once_in_order(rows: Rows, sid: str, messages: list[dict[str, Any]]) -> None:
+    assert rows.uids(sid) == uids(messages)
+    assert rows.counter_drift() == [] and rows.duplicated_uids() == []
+
+
 def _spooled_uids(home: Path, sid: str) -> list[str]:
     contents = spool.read_spool(home, spool.pending_name(sid))
     assert contents is not None and contents.rejected == []
@@ -61,9 +72,7 @@ def _spooled_uids(home: Path, sid: str) -> list[str]:
 def test_a_flush_while_the_server_is_down_spools_and_recovery_inserts_each_once(
     cluster_up: OwnCluster, tmp_path: Path
 ) -> None:
-    url = cluster_up.new_database("outage")
-    home = tmp_path / "home"
-    rows = Rows(url)
+    url, home, rows = _fresh(cluster_up, "outage", tmp_path)
     messages = convo(2)
     with _open(home, url) as store:
         writer = TranscriptWriter(home, "s-outage", store, write_budget_s=DOWN_BUDGET_S)
@@ -111,16 +120,13 @@ def test_a_flush_while_the_server_is_down_spools_and_recovery_inserts_each_once(
         messages += convo(1, start=7)
         after = writer.flush(messages)
         assert after.ok and uids(messages)[-1] in after.written_uids
-    assert rows.uids("s-outage") == uids(messages)
-    assert rows.counter_drift() == [] and rows.duplicated_uids() == []
+    _stored_once_in_order(rows, "s-outage", messages)
 
 
 def test_a_fresh_open_after_the_outage_replays_the_spool_exactly_once(
     cluster_up: OwnCluster, tmp_path: Path
 ) -> None:
-    url = cluster_up.new_database("reopen")
-    home = tmp_path / "home"
-    rows = Rows(url)
+    url, home, rows = _fresh(cluster_up, "reopen", tmp_path)
     messages = convo(1)
     with _open(home, url) as store:
         writer = TranscriptWriter(home, "s-reopen", store, write_budget_s=DOWN_BUDGET_S)
@@ -138,16 +144,13 @@ def test_a_fresh_open_after_the_outage_replays_the_spool_exactly_once(
         assert reopened.get_session("s-reopen").message_count == 5
     with _open(home, url) as third:  # a later open finds nothing left to replay
         assert third.last_recovery is not None and third.last_recovery.inserted == 0
-    assert rows.uids("s-reopen") == uids(messages)
-    assert rows.counter_drift() == [] and rows.duplicated_uids() == []
+    _stored_once_in_order(rows, "s-reopen", messages)
 
 
 def test_a_restart_while_the_pool_holds_connections_costs_the_next_write_nothing(
     cluster_up: OwnCluster, tmp_path: Path
 ) -> None:
-    url = cluster_up.new_database("restart")
-    home = tmp_path / "home"
-    rows = Rows(url)
+    url, home, rows = _fresh(cluster_up, "restart", tmp_path)
     with _open(home, url) as store:
         writer = TranscriptWriter(home, "s-restart", store)
         messages = convo(2)

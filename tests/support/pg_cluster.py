@@ -19,7 +19,7 @@ from typing import Any
 from hermes_repo import StateStore
 from tests.support.pg import PgServer, RawPg, free_port, start, stop
 
-__all__ = ["OwnCluster", "Rows", "own_cluster"]
+__all__ = ["OwnCluster", "Rows", "copied_database", "own_cluster"]
 
 
 @dataclass
@@ -116,3 +116,14 @@ class Rows:
             "SELECT session_id, uid, count(*) FROM messages GROUP BY session_id, uid "
             "HAVING count(*) > 1"
         )
+
+
+@contextmanager
+def copied_database(server: PgServer, template: str, label: str) -> Iterator[str]:
+    """A copy of ``template`` on ``server`` for one test (its URL), dropped after it."""
+    name = server.new_name(label)
+    url = server.create(name, template=template)
+    try:
+        yield url.render_as_string(hide_password=False)
+    finally:
+        server.drop(name)
