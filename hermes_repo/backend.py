@@ -53,6 +53,13 @@ class Backend:
         """
         return self.is_file
 
+    @property
+    def refuses_stale_writes(self) -> bool:
+        """A read transaction that starts writing after another writer committed is
+        refused (SQLite: one writer at a time, a stale snapshot cannot write). On a
+        server, transactions interleave: a read-then-write unit must lock what it read."""
+        return self.is_file
+
 
 SQLITE = Backend("sqlite")
 POSTGRESQL = Backend("postgresql")

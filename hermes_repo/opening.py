@@ -107,6 +107,14 @@ def open_server(
     )
     try:
         run_with_retry(lambda: ensure_schema(database, upgrade=upgrade), database.write_policy)
+    except DatabaseBusyError as exc:
+        engine.dispose()
+        # The driver's text names host and port only; the caller needs to know which
+        # store (user and database too), never with its password. Chained to the
+        # driver's error, as the retry loop's own error was.
+        raise DatabaseBusyError(
+            f"opening the store at {database.location}: {exc}", elapsed_s=exc.elapsed_s
+        ) from exc.__cause__
     except BaseException:
         engine.dispose()
         raise

@@ -32,6 +32,14 @@ Only rows that change are written. The transactions:
    (another process may have repaired or extended the session), write; transient lock
    errors replay that unit whole, and FTS damage is handled as for any write.
 
+On PostgreSQL writers interleave instead of taking turns, so the same guarantees are
+made explicitly: the read of step 1 runs ``REPEATABLE READ`` (one snapshot, as SQLite's
+read has), and before writing in it the repair locks the session row (``SELECT ... FOR
+NO KEY UPDATE``), which every append updates first: an append or a repair committed
+since the snapshot makes that lock fail with a serialization failure (the stale-snapshot
+refusal of step 2), and once it is held the session's writers queue behind the repair.
+The write unit of step 3 takes the same lock before it re-reads.
+
 Planning is done per turn group (see :func:`plan_repair`): on a long session with a few
 violations only the groups that hold them are copied and repaired, which keeps a
 repairing load close to the cost of a plain one.
@@ -50,6 +58,7 @@ from sqlalchemy import bindparam, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
+from ..backend import POSTGRESQL, SQLITE
 from ..codec import MESSAGE_COLUMNS, content_columns, dumps, encode_text, row_to_message
 from ..errors import HermesRepoError, describe
 from ..models import messages_table, sessions_table
@@ -390,6 +399,21 @@ def _write(
     )
 
 
+def _interleaves(conn: Connection) -> bool:
+    """Whether writers of this database interleave (a server) rather than take turns."""
+    # Both backends are named after their SQLAlchemy dialect; the Backend answers.
+    backend = SQLITE if conn.dialect.name == SQLITE.name else POSTGRESQL
+    return not backend.refuses_stale_writes
+
+
+def _lock_session(conn: Connection, session_id: str) -> None:
+    """Lock the session row as its appends do (their counters UPDATE), so that they
+    wait for the repair; ``FOR NO KEY UPDATE`` leaves foreign-key checks unblocked."""
+    conn.execute(
+        select(_sessions.c.id).where(_sessions.c.id == session_id).with_for_update(key_share=True)
+    )
+
+
 def reconcile_session(
     store: WriteCore,
     session_id: str,
@@ -405,10 +429,21 @@ def reconcile_session(
     """
 
     def same_transaction(conn: Connection) -> ReconcileResult | None:
+        server = _interleaves(conn)
+        if server:
+            # A snapshot for the whole transaction, as SQLite's read has: a write from
+            # it that meets a row changed since is refused (40001), never applied.
+            conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         snapshot = _Snapshot.read(conn, session_id, with_ids)
         if not snapshot.found:
             return ReconcileResult(session_id, snapshot.messages, 0, (), (), 0)
         try:
+            if server:
+                # Every append updates the session row first: if one (or a repair that
+                # moved the counters) committed since the snapshot, this lock fails
+                # with 40001 and the write unit below starts over; once held, writers
+                # of the session queue behind the repair.
+                _lock_session(conn, session_id)
             result = _write(conn, session_id, snapshot, clock(), PATH_SAME_TRANSACTION)
             conn.commit()
             return result
@@ -429,6 +464,11 @@ def reconcile_session(
     def work(uow: UnitOfWork) -> ReconcileResult:
         # Re-read and re-plan: the state may have moved (another process repaired or
         # extended the session), and what the lock now guards is what gets written.
+        if _interleaves(uow.connection):
+            # BEGIN IMMEDIATE serialises SQLite's writers; on a server the session
+            # row's lock does it for this session (READ COMMITTED: each statement
+            # after it sees every commit that came before the lock was granted).
+            _lock_session(uow.connection, session_id)
         current = _Snapshot.read(uow.connection, session_id, with_ids)
         return _write(uow.connection, session_id, current, clock(), PATH_WRITE_UNIT)
 

@@ -102,8 +102,9 @@ def run_workers(home: Path, sid: str, n: int, mode: str, barrier: Path) -> list[
 
 @pytest.mark.parametrize(("mode", "workers"), [("after-read", 2), ("after-read", 4), ("free", 4)])
 def test_concurrent_repairing_loads_repair_exactly_once(
-    home: Path, tmp_path: Path, mode: str, workers: int
+    home: Path, tmp_path: Path, mode: str, workers: int, backend: str
 ) -> None:
+    # On PostgreSQL the workers inherit HERMES_REPO_URL: they share the server database.
     with StateStore.open(home) as store:
         sid, ids = seed(store, MALFORMED)
         rows_before = store.load_conversation(sid, include_inactive=True, with_ids=True).messages
@@ -118,8 +119,9 @@ def test_concurrent_repairing_loads_repair_exactly_once(
     for loser in (r for r in results if not r["repairs"]):
         assert loser["rows_written"] == 0 and loser["archived"] == []
         if mode == "after-read":
-            # It had planned a repair too; SQLite refused its stale write, and it
-            # re-planned under the write lock.
+            # It had planned a repair too; its stale write was refused (SQLite's
+            # snapshot, the server's 40001 at the session row lock), and it re-planned
+            # under the write lock.
             assert loser["path"] == "write_unit"
     if mode == "after-read":
         assert winners[0]["path"] == "same_transaction"

@@ -305,20 +305,19 @@ def _after_first_read(monkeypatch: pytest.MonkeyPatch, action: Callable[[], None
     monkeypatch.setattr(reconcile._Snapshot, "read", classmethod(read))
 
 
-# Another connection can commit while a read transaction is open only in WAL mode; with
-# a rollback journal the read's shared lock holds every writer off until it ends.
-needs_wal = pytest.mark.skipif(
-    select_driver().journal_mode != "WAL", reason="needs WAL: a reader blocks commits otherwise"
-)
+def _needs_concurrent_commits(backend: str) -> None:
+    # On SQLite another connection can commit while a read transaction is open only in
+    # WAL mode; with a rollback journal the read's shared lock holds every writer off.
+    # A server always lets it commit: the repair then meets it as SQLite's stale
+    # snapshot does (REPEATABLE READ and the session row's lock).
+    if backend == "sqlite" and select_driver().journal_mode != "WAL":
+        pytest.skip("needs WAL: a reader blocks commits otherwise")
 
 
-# SQLite refuses a write from a stale read snapshot; PostgreSQL's READ COMMITTED does not,
-# so there a concurrent repair is met as a ReconcileConflict (multi-host work to come).
-@pytest.mark.sqlite_only
-@needs_wal
 def test_repair_done_by_another_process_in_between_is_not_repeated(
-    home: Path, monkeypatch: pytest.MonkeyPatch
+    home: Path, monkeypatch: pytest.MonkeyPatch, backend: str
 ) -> None:
+    _needs_concurrent_commits(backend)
     with StateStore.open(home) as store, StateStore.open(home) as rival:
         sid, _ = seed(store, MALFORMED)
         rival_result: list[int] = []
@@ -328,8 +327,9 @@ def test_repair_done_by_another_process_in_between_is_not_repeated(
         )
         result = reconcile_session(store, sid)
         assert rival_result == [4]
-        # Its read was stale: SQLite refused the write, and the unit under the write
-        # lock re-read the rows and found nothing left to do.
+        # Its read was stale: the write was refused (SQLite's stale snapshot, or the
+        # server's 40001 at the session lock), and the unit under the write lock
+        # re-read the rows and found nothing left to do.
         assert result.path == PATH_WRITE_UNIT
         assert result.repairs == 0 and result.rows_written == 0
         assert replay_bytes(result.messages) == replay_bytes(store.load_conversation(sid).messages)
@@ -339,11 +339,10 @@ def test_repair_done_by_another_process_in_between_is_not_repeated(
         assert merged == "first question about zebras\n\nsecond part mentions quokkas"
 
 
-@pytest.mark.sqlite_only
-@needs_wal
 def test_rows_appended_in_between_are_planned_too(
-    home: Path, monkeypatch: pytest.MonkeyPatch
+    home: Path, monkeypatch: pytest.MonkeyPatch, backend: str
 ) -> None:
+    _needs_concurrent_commits(backend)
     with StateStore.open(home) as store, StateStore.open(home) as writer:
         sid, _ = seed(store, MALFORMED)
         _after_first_read(

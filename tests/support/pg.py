@@ -127,13 +127,14 @@ def start(folder: Path, port: int) -> str:
     return f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
 
 
-def stop(folder: Path) -> None:
-    """Stop the cluster in ``folder`` (fast shutdown); a stopped one is left alone."""
+def stop(folder: Path, mode: str = "fast") -> None:
+    """Stop the cluster in ``folder`` (``mode``: ``fast``, or ``immediate`` for a crash
+    the next start recovers from); a stopped one is left alone."""
     data = folder.absolute() / "data"
     if not (data / "postmaster.pid").exists():
         return
     subprocess.run(
-        _as_server_user([find_binary("pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"]),
+        _as_server_user([find_binary("pg_ctl"), "-D", str(data), "-m", mode, "-w", "stop"]),
         check=True,
         stdout=subprocess.DEVNULL,
     )
