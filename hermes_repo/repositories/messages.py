@@ -12,6 +12,8 @@ from sqlalchemy.orm import Session
 from ..codec import (
     MESSAGE_COLUMNS,
     ROW_COLUMNS,
+    check_server_text,
+    loads,
     message_to_row,
     row_to_message,
     tool_call_count,
@@ -50,6 +52,41 @@ _recount = text(
     "FROM messages WHERE session_id = :sid AND active = 1) "
     "WHERE id = :sid"
 )
+# Elsewhere (PostgreSQL 15 has no test for valid JSON: a cast of an imported row's
+# malformed text would fail the whole statement) the calls are counted here, by the
+# same rule, from the active rows' JSON text.
+_active_calls = select(_messages.c.tool_calls).where(
+    _messages.c.session_id == bindparam("sid"),
+    _messages.c.active == 1,
+    _messages.c.tool_calls.is_not(None),
+)
+_set_counters = (
+    update(_sessions)
+    .where(_sessions.c.id == bindparam("sid"))
+    .values(message_count=bindparam("n_messages"), tool_call_count=bindparam("n_calls"))
+)
+_count_active = (
+    select(func.count())
+    .select_from(_messages)
+    .where(_messages.c.session_id == bindparam("sid"), _messages.c.active == 1)
+)
+
+
+def _calls_in(text_value: str) -> int:
+    """How many calls a stored ``tool_calls`` text holds: a JSON array's length, else 0."""
+    try:
+        value = loads(text_value)
+    except ValueError:
+        return 0
+    return len(value) if isinstance(value, list) else 0
+
+
+def _dialect_name(db: Db) -> str:
+    if isinstance(db, Connection):
+        return db.dialect.name
+    if isinstance(db, Session):
+        return db.get_bind().dialect.name
+    return "sqlite"  # a driver cursor: only the SQLite fast paths run on one
 
 
 # The session's messages in replay order, one statement per shape of the read (archived
@@ -85,6 +122,8 @@ class MessageRepository:
 
     def __init__(self, db: Db) -> None:
         self._db = db
+        # A server's text refuses U+0000: refused up front, named, never replayed.
+        self._on_server = _dialect_name(db) != "sqlite"
 
     @property
     def _session(self) -> Connection | Session:
@@ -107,6 +146,8 @@ class MessageRepository:
 
     def append_row(self, row: Mapping[str, Any], tool_calls: int) -> int:
         """Insert a row made by :func:`codec.message_to_row`; returns its row id."""
+        if self._on_server:
+            check_server_text(row)
         self._bump_counters(row["session_id"], 1, tool_calls)
         _, rowid = execute(self._db, _append, row)
         assert rowid is not None  # an INSERT into a rowid table always sets it
@@ -119,6 +160,9 @@ class MessageRepository:
             return 0
         check_session_id(session_id)
         rows = [message_to_row(session_id, m) for m in batch]
+        if self._on_server:
+            for row in rows:
+                check_server_text(row)
         self._bump_counters(session_id, len(rows), sum(tool_call_count(m) for m in batch))
         execute(self._db, _append, rows)
         return len(rows)
@@ -128,6 +172,9 @@ class MessageRepository:
         ``archived_at``, ``archive_reason``) as they are, leaving the counters alone:
         call :meth:`recount` after. Every row must have the same keys."""
         batch = list(rows)
+        if self._on_server:
+            for row in batch:
+                check_server_text(row)
         if batch:
             self._session.execute(_insert, batch)
         return len(batch)
@@ -135,7 +182,13 @@ class MessageRepository:
     def recount(self, session_id: str) -> None:
         """Set the session's counters from its active rows (after a bulk insert that
         carried rows in any state, e.g. an import of archived rows)."""
-        self._session.execute(_recount, {"sid": session_id})
+        if not self._on_server:
+            self._session.execute(_recount, {"sid": session_id})
+            return
+        db = self._session
+        calls = sum(_calls_in(t) for t in db.execute(_active_calls, {"sid": session_id}).scalars())
+        count = db.execute(_count_active, {"sid": session_id}).scalar_one()
+        db.execute(_set_counters, {"sid": session_id, "n_messages": count, "n_calls": calls})
 
     def list(
         self,
