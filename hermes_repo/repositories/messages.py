@@ -147,6 +147,7 @@ class MessageRepository:
     def append_row(self, row: Mapping[str, Any], tool_calls: int) -> int:
         """Insert a row made by :func:`codec.message_to_row`; returns its row id."""
         if self._on_server:
+            row = dict(row)  # the caller's row stays as it was (a retry reuses it)
             check_server_text(row)
         self._bump_counters(row["session_id"], 1, tool_calls)
         _, rowid = execute(self._db, _append, row)
@@ -171,10 +172,12 @@ class MessageRepository:
         """Insert rows made by :func:`codec.message_to_row` (plus ``active``,
         ``archived_at``, ``archive_reason``) as they are, leaving the counters alone:
         call :meth:`recount` after. Every row must have the same keys."""
-        batch = list(rows)
+        batch: list[Mapping[str, Any]] = list(rows)
         if self._on_server:
-            for row in batch:
-                check_server_text(row)
+            copies = [dict(row) for row in batch]
+            for copy in copies:
+                check_server_text(copy)
+            batch = list(copies)
         if batch:
             self._session.execute(_insert, batch)
         return len(batch)
