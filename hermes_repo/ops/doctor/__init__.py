@@ -46,7 +46,8 @@ from .quick_check import QuickCheckFacts, check_quick_check
 from .report import CHECKS, DoctorReport, diagnose
 from .schema import SchemaFacts, check_schema
 from .search_index import FtsIndexStatus, FtsStatus, check_fts, check_fts_coverage
-from .server import SERVER_CHECKS, ServerContext, diagnose_server
+from .server import SERVER_CHECKS, diagnose_server
+from .server_context import ServerContext
 from .snapshots import SnapshotFacts, check_snapshots
 from .spool import SpoolFacts, check_spool
 from .store import StoreFacts, check_store

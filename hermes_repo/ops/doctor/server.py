@@ -12,23 +12,20 @@ read runs in one ``READ ONLY`` transaction that is rolled back.
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.pool import NullPool
 
-from ...engine import select_driver
-from ...engine_pg import URL_ENV, PgTarget, create_pg_engine
+from ...engine_pg import PgTarget
 from ...errors import describe
 from ...schema import migrate
 from ...schema.tables import CANONICAL_TABLES, COUNT_SQL
 from ..sqlite_only import SEARCH_INDEXES, reindex_commands
 from .context import Check, CheckResult, DoctorContext, DoctorReadError, Finding
-from .report import DoctorReport
+from .report import DoctorReport, collect
+from .server_context import ServerContext
 from .spool import check_spool
 
 __all__ = [
@@ -60,66 +57,6 @@ _RECOUNT_SQL = (
     "UPDATE sessions s SET message_count = (SELECT count(*) FROM messages m "
     "WHERE m.session_id = s.id AND m.active = 1)"
 )
-
-
-class ServerContext(DoctorContext):
-    """The doctor's context on a server: one ``READ ONLY`` transaction, rolled back."""
-
-    def __init__(self, home: Path, target: PgTarget) -> None:
-        super().__init__(home, select_driver())
-        self.target = target
-        self._engine: Engine | None = None
-        self._server_conn: Connection | None = None
-
-    @property
-    def exists(self) -> bool:
-        return True  # a database, not a file: whether it answers is the connection check
-
-    @property
-    def engine(self) -> Engine:
-        """The engine of the doctor's reads (one connection, never pooled)."""
-        if self._engine is None:
-            self._engine = create_pg_engine(self.target, poolclass=NullPool)
-        return self._engine
-
-    def _server(self) -> Connection:
-        if self._server_conn is None:
-            try:
-                conn = self.engine.connect()
-                conn.exec_driver_sql("SET TRANSACTION READ ONLY")
-            except DBAPIError as exc:
-                raise DoctorReadError(describe(exc)) from exc
-            self._server_conn = conn
-        return self._server_conn
-
-    def rows(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
-        """Run a read (``%(name)s`` parameters); a server error becomes
-        :class:`DoctorReadError`."""
-        conn = self._server()
-        try:
-            return [tuple(r) for r in conn.exec_driver_sql(sql, params or {})]
-        except DBAPIError as exc:
-            raise DoctorReadError(describe(exc)) from exc
-
-    def command(self, cmd: str) -> str:
-        """A ``hermes-repo ...`` command for this store: its ``--home`` and its URL
-        (taken from the environment, so no password is ever printed)."""
-        head, _, rest = cmd.partition(" ")
-        home = shlex.quote(str(self.home))
-        return f'{head} --home {home} --url "${URL_ENV}" {rest}'.rstrip()
-
-    def close(self) -> None:
-        conn, self._server_conn = self._server_conn, None
-        try:
-            if conn is not None:
-                conn.rollback()
-                conn.close()
-        except DBAPIError:
-            pass  # a failed read may have ended it already; nothing was written
-        finally:
-            if self._engine is not None:
-                self._engine.dispose()
-        super().close()
 
 
 def _ctx(ctx: DoctorContext) -> ServerContext:
@@ -191,7 +128,7 @@ class ServerSchemaFacts:
 def check_server_schema(ctx: DoctorContext) -> CheckResult:
     """Revision at head, and Alembic's comparison with the models."""
     sctx = _ctx(ctx)
-    status = migrate.schema_status(sctx._server())
+    status = migrate.schema_status(sctx.server_connection())
     facts = ServerSchemaFacts(status.revision, status.head, status.status)
     findings: list[Finding] = []
     upgrade = sctx.command("hermes-repo db upgrade")
@@ -370,30 +307,24 @@ def diagnose_server(home: Path, target: PgTarget) -> DoctorReport:
     ctx = ServerContext(home, target)
     report = DoctorReport(path=str(target))
     try:
-        for check in SERVER_CHECKS:
-            unreachable = any(f.code == "server-unreachable" for f in ctx.findings)
-            if unreachable and check is not check_spool:
-                continue
-            name = check.__name__.removeprefix("check_")
-            try:
-                result = check(ctx)
-            except DoctorReadError as exc:
-                result = CheckResult(
-                    name,
-                    None,
-                    [
-                        Finding(
-                            f"{name}-unreadable",
-                            "error",
-                            f"the {name} check could not read the database: {exc}",
-                            f"fix the cause above, then run `{ctx.command('hermes-repo doctor')}`",
-                        )
-                    ],
-                )
-            if result.section is not None:
-                report.sections[result.key] = result.section
-            report.findings.extend(result.findings)
-            ctx.findings.extend(result.findings)
+        collect(report, ctx, SERVER_CHECKS, _run)
     finally:
         ctx.close()
     return report
+
+
+def _run(check: Check, ctx: DoctorContext) -> CheckResult | None:
+    if check is not check_spool and any(f.code == "server-unreachable" for f in ctx.findings):
+        return None  # only the local files can still be examined
+    name = check.__name__.removeprefix("check_")
+    try:
+        return check(ctx)
+    except DoctorReadError as exc:
+        again = ctx.command("hermes-repo doctor")
+        finding = Finding(
+            f"{name}-unreadable",
+            "error",
+            f"the {name} check could not read the database: {exc}",
+            f"fix the cause above, then run `{again}`",
+        )
+        return CheckResult(name, None, [finding])
