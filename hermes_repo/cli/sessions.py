@@ -225,6 +225,10 @@ def repair_command(state: CliState, check_only: bool, rebuild_search: bool, as_j
     indexes from the messages even when every check passes, and verifies that each
     finds what the table holds.
 
+    On a PostgreSQL store (--url) only the transcript repair runs (no backup, snapshot
+    or integrity_check: take a pg_dump -Fc first); --rebuild-search is refused and the
+    REINDEX commands for the search indexes are named instead.
+
     \b
     Example:
       hermes-repo sessions repair --check-only

@@ -56,7 +56,8 @@ def snapshot() -> None:
     A snapshot is an online copy made with SQLite's backup API (safe while agents
     write), verified with integrity_check, plus a manifest: schema revision, counts,
     size and sha256. Restore refuses a snapshot of another schema revision, a changed
-    or damaged snapshot, and a store that another process has open.
+    or damaged snapshot, and a store that another process has open. A PostgreSQL store
+    (--url) is refused: back it up with pg_dump -Fc, restore with pg_restore.
 
     \b
     Example:
