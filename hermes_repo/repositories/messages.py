@@ -81,12 +81,13 @@ def _calls_in(text_value: str) -> int:
     return len(value) if isinstance(value, list) else 0
 
 
-def _dialect_name(db: Db) -> str:
+_SQLALCHEMY = (Connection, Session)
+
+
+def _dialect_name(db: Connection | Session) -> str:
     if isinstance(db, Connection):
         return db.dialect.name
-    if isinstance(db, Session):
-        return db.get_bind().dialect.name
-    return "sqlite"  # a driver cursor: only the SQLite fast paths run on one
+    return db.get_bind().dialect.name
 
 
 # The session's messages in replay order, one statement per shape of the read (archived
@@ -123,7 +124,8 @@ class MessageRepository:
     def __init__(self, db: Db) -> None:
         self._db = db
         # A server's text refuses U+0000: refused up front, named, never replayed.
-        self._on_server = _dialect_name(db) != "sqlite"
+        # (One isinstance on the cursor fast path: a cursor is SQLite's.)
+        self._on_server = isinstance(db, _SQLALCHEMY) and _dialect_name(db) != "sqlite"
 
     @property
     def _session(self) -> Connection | Session:
