@@ -32,6 +32,7 @@ from sqlalchemy.engine import Connection, ExceptionContext
 from sqlalchemy.exc import DBAPIError
 
 from . import quarantine
+from .backend import Backend
 from .codec import message_to_row, tool_call_count
 from .engine import DB_NAME, WRITE_OPTION, Driver
 from .errors import (
@@ -100,6 +101,9 @@ class WriteCore(Protocol):
 
     @property
     def transcript_budget_s(self) -> float: ...
+
+    @property
+    def backend(self) -> Backend: ...
 
     def unit_of_work(self) -> UnitOfWork: ...
 

@@ -24,6 +24,7 @@ __all__ = [
     "ImportSourceError",
     "IntegrityViolation",
     "NotFoundError",
+    "NotOnThisBackendError",
     "QueryTimeoutError",
     "SchemaMismatchError",
     "SearchQueryError",
@@ -52,6 +53,12 @@ class ConfigurationError(HermesRepoError):
 
 class UnsafePathError(ConfigurationError):
     """A path the store would write through is unsafe (a symlink, or escapes the store folder)."""
+
+
+class NotOnThisBackendError(ConfigurationError):
+    """An operation on a store file (snapshot, salvage, file replace, FTS5 rebuild) was
+    asked of a PostgreSQL store; nothing was done. The message names the server's tool
+    for the job (``pg_dump``, ``pg_restore``, ``REINDEX``)."""
 
 
 class SchemaMismatchError(HermesRepoError):

@@ -15,6 +15,7 @@ from sqlalchemy.engine import Connection
 
 from . import engine as engine_mod
 from . import opening, quarantine, walcheck
+from .backend import Backend
 from .database import Database
 from .engine import Driver, DriverName, create_store_engine, db_path_for_home
 from .engine_pg import PgTarget, resolve_url
@@ -225,6 +226,11 @@ class StateStore:
     @property
     def engine(self) -> Engine:
         return self.database.engine
+
+    @property
+    def backend(self) -> Backend:
+        """The database the store runs on (SQLite file or PostgreSQL server)."""
+        return self.database.backend
 
     def close(self) -> None:
         """Close every connection of the store. Safe to call twice."""

@@ -217,7 +217,7 @@ def replace(state: CliState, new_db: Path, as_json: bool) -> None:
       hermes-repo sessions recover --source ~/.hermes/state.db --output ~/.hermes/recovered/state.db
       hermes-repo --home ~/.hermes db replace ~/.hermes/recovered/state.db
     """
-    result = replace_store(state.db_path.parent, new_db)
+    result = replace_store(state.db_path.parent, new_db, url=state.url)
     if as_json:
         echo_json(result.as_dict())
         return

@@ -18,7 +18,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from ..ops.doctor import DoctorReport, diagnose
+from ..ops.doctor import DoctorReport, diagnose, diagnose_server
 from ..ops.repair import RepairReport, RepairStoreHeldError, repair_store
 from ._findings import print_findings, repair_failure_line
 from ._output import CliError, echo_json, stdout_console
@@ -49,6 +49,13 @@ def doctor_command(state: CliState, fix: bool, as_json: bool) -> None:
     processes holding the store. Every finding comes with the exact command that fixes
     it. Safe to run while other processes use the store.
 
+    On a PostgreSQL store (--url / HERMES_REPO_URL) the file checks do not apply; it
+    reports the connection (server version), the revision and any drift from the
+    models, invalid or missing indexes (with the REINDEX command), the pg_trgm and
+    unaccent extensions, the row counts and session counters, and the spool files in
+    --home. There --fix runs only the transcript repair (nothing file-level: no backup,
+    snapshot or index rebuild; an invalid index is fixed with the REINDEX it names).
+
     --fix first refuses, naming the pids, if another process has the store open (stop
     the gateway first); otherwise it runs the repair of `sessions repair` (backup,
     snapshot, index rebuild, transcript repair, verification; a damaged file is left as
@@ -60,10 +67,11 @@ def doctor_command(state: CliState, fix: bool, as_json: bool) -> None:
       hermes-repo --home ~/.hermes doctor --json
       hermes-repo doctor --fix
     """
+    server = state.server
     repaired: RepairReport | None = None
     if fix:
         try:
-            repaired = repair_store(state.home)
+            repaired = repair_store(state.home, url=state.url)
         except RepairStoreHeldError as exc:
             again = f"hermes-repo --home {shlex.quote(str(state.db_path.parent))} doctor --fix"
             raise CliError(
@@ -71,7 +79,10 @@ def doctor_command(state: CliState, fix: bool, as_json: bool) -> None:
                 f"changed. Stop every process using the store (e.g. the gateway), then run "
                 f"`{again}`"
             ) from exc
-    report = diagnose(state.home)
+    if server is not None:
+        report = diagnose_server(state.db_path.parent, server)
+    else:
+        report = diagnose(state.home)
     if as_json:
         payload = report.to_dict()
         if repaired is not None:
@@ -79,7 +90,7 @@ def doctor_command(state: CliState, fix: bool, as_json: bool) -> None:
         echo_json(payload)
     else:
         if repaired is not None:
-            _print_repair_outcome(repaired)
+            _print_repair_outcome(repaired, notes=server is not None)
         _print_report(report)
     if repaired is not None and not repaired.ok:
         raise CliError(repair_failure_line(repaired))
@@ -87,8 +98,11 @@ def doctor_command(state: CliState, fix: bool, as_json: bool) -> None:
         raise click.exceptions.Exit(1)
 
 
-def _print_repair_outcome(repaired: RepairReport) -> None:
+def _print_repair_outcome(repaired: RepairReport, *, notes: bool = False) -> None:
     console = stdout_console()
+    if notes:  # on a server: what --fix did not do, and why
+        for note in repaired.notes:
+            console.print(Text(f"note: {note}"), soft_wrap=True)
     if repaired.backup is not None:
         console.print(Text(f"repair backup: {repaired.backup}"), soft_wrap=True)
     if repaired.snapshot is not None:

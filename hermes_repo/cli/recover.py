@@ -12,7 +12,7 @@ import shlex
 import signal
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich import box
@@ -22,6 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..engine import DB_NAME
+from ..ops.sqlite_only import refuse_on_server
 from ..salvage import (
     ProgressEvent,
     SalvageError,
@@ -32,6 +33,9 @@ from ..salvage import (
     salvage,
 )
 from ._output import CliError, echo_json, stderr_console, stdout_console
+
+if TYPE_CHECKING:
+    from . import CliState
 
 __all__ = ["recover_command"]
 
@@ -100,7 +104,9 @@ class _Bar:
     "system temporary folder with --inspect-only]",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@click.pass_obj
 def recover_command(
+    state: CliState,
     source: Path,
     inspect_only: bool,
     output: Path | None,
@@ -122,6 +128,9 @@ def recover_command(
       hermes-repo sessions recover --source ~/.hermes/state.db --inspect-only
       hermes-repo sessions recover --source ~/.hermes/state.db --output ~/recovered/state.db
     """
+    # A damaged file is salvaged into a file: with a PostgreSQL store chosen, that is
+    # not the store's recovery (the server's backups are), so it is refused by name.
+    refuse_on_server("sessions recover", "salvage", state.url)
     if inspect_only == (output is not None):
         raise click.UsageError("give exactly one of --inspect-only and --output NEW.db")
     if output is None:

@@ -225,6 +225,10 @@ def repair_command(state: CliState, check_only: bool, rebuild_search: bool, as_j
     indexes from the messages even when every check passes, and verifies that each
     finds what the table holds.
 
+    On a PostgreSQL store (--url) only the transcript repair runs (no backup, snapshot
+    or integrity_check: take a pg_dump -Fc first); --rebuild-search is refused and the
+    REINDEX commands for the search indexes are named instead.
+
     \b
     Example:
       hermes-repo sessions repair --check-only
@@ -236,7 +240,9 @@ def repair_command(state: CliState, check_only: bool, rebuild_search: bool, as_j
             "--check-only writes nothing and --rebuild-search rewrites the index; "
             "run `hermes-repo sessions repair --rebuild-search` without --check-only"
         )
-    report = repair_store(state.home, check_only=check_only, rebuild_search=rebuild_search)
+    report = repair_store(
+        state.home, check_only=check_only, rebuild_search=rebuild_search, url=state.url
+    )
     if as_json:
         echo_json(report.as_dict())
     elif check_only:
@@ -265,9 +271,12 @@ def _print_check(report: RepairReport) -> None:
         console.print(Text(f"store: {len(report.findings)} finding(s):", style="bold"))
         print_findings(console, report.findings)
     else:
-        console.print(
-            Text("store: no findings (file header, canonical tables, search index, triggers)")
+        checked = (
+            "server, schema, indexes, counts"
+            if report.backend == "postgresql"
+            else "file header, canonical tables, search index, triggers"
         )
+        console.print(Text(f"store: no findings ({checked})"))
     if not report.ok and report.next_steps:
         console.print(Text(f"{report.summary}; next:"))
         for step in report.next_steps:
@@ -311,6 +320,8 @@ def _print_repair(report: RepairReport) -> None:
         rebuild = report.rebuild
         verdict = "rebuilt" if rebuild.ok else "NOT rebuilt"
         console.print(Text(f"search index: {verdict} ({rebuild.reason}, {rebuild.seconds:.1f} s)"))
+    elif report.backend == "postgresql":
+        pass  # the server keeps its search columns; the doctor names any REINDEX
     elif report.verification or report.transcripts is not None:
         console.print(Text("search index: live and sound, nothing to rebuild"))
     summary = report.transcripts

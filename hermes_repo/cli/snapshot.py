@@ -16,6 +16,7 @@ import click
 from .. import hints
 from ..errors import IntegrityViolation
 from ..ops import snapshots as ops
+from ..ops.sqlite_only import refuse_on_server
 from ..schema import migrate
 from ._numbers import KEEP
 from ._output import CliError, echo_json, format_time
@@ -55,7 +56,8 @@ def snapshot() -> None:
     A snapshot is an online copy made with SQLite's backup API (safe while agents
     write), verified with integrity_check, plus a manifest: schema revision, counts,
     size and sha256. Restore refuses a snapshot of another schema revision, a changed
-    or damaged snapshot, and a store that another process has open.
+    or damaged snapshot, and a store that another process has open. A PostgreSQL store
+    (--url) is refused: back it up with pg_dump -Fc, restore with pg_restore.
 
     \b
     Example:
@@ -96,7 +98,7 @@ def create(state: CliState, label: str | None, keep: int, as_json: bool) -> None
                 f"snapshot label {label!r} is not valid Unicode text (bytes that are not "
                 "UTF-8); pass a label of plain text"
             ) from None
-    snap = ops.create_snapshot(state.home, label=label, keep=keep)
+    snap = ops.create_snapshot(state.home, label=label, keep=keep, url=state.url)
     if as_json:
         echo_json(snap.as_dict())
         return
@@ -121,6 +123,7 @@ def list_command(state: CliState, as_json: bool) -> None:
     Example:
       hermes-repo snapshot list --json
     """
+    refuse_on_server("snapshot list", "snapshot", state.url)
     snaps = ops.list_snapshots(state.home)
     if as_json:
         echo_json([s.as_dict() for s in snaps])
@@ -187,7 +190,7 @@ def restore(state: CliState, snapshot_id: str, yes: bool, as_json: bool) -> None
         )
         if not click.confirm(prompt, default=False):
             raise CliError("restore cancelled at the prompt; nothing changed")
-    result = ops.restore_snapshot(state.home, snapshot_id)
+    result = ops.restore_snapshot(state.home, snapshot_id, url=state.url)
     if as_json:
         echo_json(result.as_dict())
         return

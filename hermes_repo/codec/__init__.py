@@ -51,7 +51,7 @@ them), and JSON's own rules apply: tuples come back as lists.
 
 from __future__ import annotations
 
-from .checks import MAX_TIMESTAMP, check_timestamp
+from .checks import MAX_TIMESTAMP, check_server_text, check_timestamp
 from .content import content_columns, parts_text
 from .rows import (
     LAYER_KEYS,
@@ -79,6 +79,7 @@ __all__ = [
     "MESSAGE_COLUMNS",
     "ROW_COLUMNS",
     "TEXT_MARK",
+    "check_server_text",
     "check_timestamp",
     "content_columns",
     "decode_text",

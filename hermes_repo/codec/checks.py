@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import numbers
+from collections.abc import MutableMapping
 from typing import Any
 
 from ..errors import IntegrityViolation
 from .text import dumps, encode_text
 
-__all__ = ["MAX_TIMESTAMP", "check_timestamp"]
+__all__ = ["MAX_TIMESTAMP", "check_server_text", "check_timestamp"]
 
 #: Timestamps are epoch seconds in ``[0, MAX_TIMESTAMP)``: 3000-01-01T00:00:00Z.
 MAX_TIMESTAMP = 32503680000.0
@@ -95,3 +96,31 @@ def _extra_json(extra: dict[str, Any]) -> str:
         for key, value in extra.items():
             _json(key, value)
         return _json("extra keys", extra)
+
+
+# Row columns named as the message field they hold (the rest are named alike).
+_FIELD_OF_COLUMN = {"content_text": "content", "content_parts": "content"}
+
+
+def check_server_text(row: MutableMapping[str, Any]) -> None:
+    """Refuse a row (made by ``message_to_row``) holding U+0000 in a text column, with an
+    :class:`IntegrityViolation` naming the field: PostgreSQL text cannot hold that
+    character, so the write could never succeed however often it were replayed. JSON
+    columns are safe (the character is written as the escape ``\\u0000``); a SQLite
+    store keeps the character and never calls this.
+
+    The searchable copy of a content list (``content_text`` beside ``content_parts``)
+    is derived, not the caller's text: there the character becomes U+FFFD in place, as
+    a lone surrogate does, and the list itself is kept exactly.
+    """
+    for column, value in row.items():
+        if value.__class__ is str and "\x00" in value:
+            if column == "content_text" and row.get("content_parts") is not None:
+                row["content_text"] = value.replace("\x00", "\ufffd")
+                continue
+            raise _bad(
+                _FIELD_OF_COLUMN.get(column, column),
+                "holds the character U+0000 (NUL), which PostgreSQL text cannot store",
+                "remove it or replace it (e.g. with U+FFFD) before writing; a SQLite "
+                "store keeps it as it is",
+            )

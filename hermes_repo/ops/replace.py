@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError
 
 from ..engine import DriverName, db_path_for_home, select_driver
@@ -43,6 +44,7 @@ from ..schema import migrate
 from ..schema.backup import backup_to, read_only_engine
 from ..schema.files import SIDE_SUFFIXES, fsync_dir, fsync_file, side_file, side_files
 from ..store import StateStore
+from .sqlite_only import refuse_on_server
 
 __all__ = ["REPLACE_COMMAND", "SIDE_SUFFIXES", "ReplaceError", "ReplaceResult", "replace_store"]
 
@@ -182,12 +184,16 @@ def replace_store(
     new_db: str | os.PathLike[str],
     *,
     driver: DriverName | None = None,
+    url: str | URL | None = None,
 ) -> ReplaceResult:
     """Install ``new_db`` as the store in ``home``; the old set is kept aside (see module).
 
     Raises :class:`ReplaceError` (nothing moved) when the new file is not a sound store
-    at head, or while any process holds the store.
+    at head, or while any process holds the store. A PostgreSQL store (``url``, as
+    :meth:`StateStore.open` takes it) is refused with :class:`NotOnThisBackendError`
+    naming ``pg_restore``.
     """
+    refuse_on_server("db replace", "replace", url)
     db_path = db_path_for_home(home)
     new = Path(new_db).expanduser().absolute()
     _check_new(db_path, new)

@@ -12,6 +12,8 @@ from sqlalchemy.orm import Session
 from ..codec import (
     MESSAGE_COLUMNS,
     ROW_COLUMNS,
+    check_server_text,
+    loads,
     message_to_row,
     row_to_message,
     tool_call_count,
@@ -50,6 +52,42 @@ _recount = text(
     "FROM messages WHERE session_id = :sid AND active = 1) "
     "WHERE id = :sid"
 )
+# Elsewhere (PostgreSQL 15 has no test for valid JSON: a cast of an imported row's
+# malformed text would fail the whole statement) the calls are counted here, by the
+# same rule, from the active rows' JSON text.
+_active_calls = select(_messages.c.tool_calls).where(
+    _messages.c.session_id == bindparam("sid"),
+    _messages.c.active == 1,
+    _messages.c.tool_calls.is_not(None),
+)
+_set_counters = (
+    update(_sessions)
+    .where(_sessions.c.id == bindparam("sid"))
+    .values(message_count=bindparam("n_messages"), tool_call_count=bindparam("n_calls"))
+)
+_count_active = (
+    select(func.count())
+    .select_from(_messages)
+    .where(_messages.c.session_id == bindparam("sid"), _messages.c.active == 1)
+)
+
+
+def _calls_in(text_value: str) -> int:
+    """How many calls a stored ``tool_calls`` text holds: a JSON array's length, else 0."""
+    try:
+        value = loads(text_value)
+    except ValueError:
+        return 0
+    return len(value) if isinstance(value, list) else 0
+
+
+_SQLALCHEMY = (Connection, Session)
+
+
+def _dialect_name(db: Connection | Session) -> str:
+    if isinstance(db, Connection):
+        return db.dialect.name
+    return db.get_bind().dialect.name
 
 
 # The session's messages in replay order, one statement per shape of the read (archived
@@ -85,6 +123,9 @@ class MessageRepository:
 
     def __init__(self, db: Db) -> None:
         self._db = db
+        # A server's text refuses U+0000: refused up front, named, never replayed.
+        # (One isinstance on the cursor fast path: a cursor is SQLite's.)
+        self._on_server = isinstance(db, _SQLALCHEMY) and _dialect_name(db) != "sqlite"
 
     @property
     def _session(self) -> Connection | Session:
@@ -107,6 +148,9 @@ class MessageRepository:
 
     def append_row(self, row: Mapping[str, Any], tool_calls: int) -> int:
         """Insert a row made by :func:`codec.message_to_row`; returns its row id."""
+        if self._on_server:
+            row = dict(row)  # the caller's row stays as it was (a retry reuses it)
+            check_server_text(row)
         self._bump_counters(row["session_id"], 1, tool_calls)
         _, rowid = execute(self._db, _append, row)
         assert rowid is not None  # an INSERT into a rowid table always sets it
@@ -119,6 +163,9 @@ class MessageRepository:
             return 0
         check_session_id(session_id)
         rows = [message_to_row(session_id, m) for m in batch]
+        if self._on_server:
+            for row in rows:
+                check_server_text(row)
         self._bump_counters(session_id, len(rows), sum(tool_call_count(m) for m in batch))
         execute(self._db, _append, rows)
         return len(rows)
@@ -127,7 +174,12 @@ class MessageRepository:
         """Insert rows made by :func:`codec.message_to_row` (plus ``active``,
         ``archived_at``, ``archive_reason``) as they are, leaving the counters alone:
         call :meth:`recount` after. Every row must have the same keys."""
-        batch = list(rows)
+        batch: list[Mapping[str, Any]] = list(rows)
+        if self._on_server:
+            copies = [dict(row) for row in batch]
+            for copy in copies:
+                check_server_text(copy)
+            batch = list(copies)
         if batch:
             self._session.execute(_insert, batch)
         return len(batch)
@@ -135,7 +187,13 @@ class MessageRepository:
     def recount(self, session_id: str) -> None:
         """Set the session's counters from its active rows (after a bulk insert that
         carried rows in any state, e.g. an import of archived rows)."""
-        self._session.execute(_recount, {"sid": session_id})
+        if not self._on_server:
+            self._session.execute(_recount, {"sid": session_id})
+            return
+        db = self._session
+        calls = sum(_calls_in(t) for t in db.execute(_active_calls, {"sid": session_id}).scalars())
+        count = db.execute(_count_active, {"sid": session_id}).scalar_one()
+        db.execute(_set_counters, {"sid": session_id, "n_messages": count, "n_calls": calls})
 
     def list(
         self,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from sqlalchemy import delete, select
-from sqlalchemy.dialects.sqlite import insert
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
@@ -27,6 +27,11 @@ class MetaRepository:
         return None if row is None else row[0]
 
     def set(self, key: str, value: str | None) -> None:
+        # Both dialects say the upsert alike (ON CONFLICT ... DO UPDATE); each has its own
+        # construct for it.
+        db = self._session
+        bind = db.get_bind() if isinstance(db, Session) else db
+        insert = postgresql.insert if bind.dialect.name == "postgresql" else sqlite.insert
         stmt = insert(_meta).values(key=key, value=value, updated_at=time.time())
         stmt = stmt.on_conflict_do_update(
             index_elements=[_meta.c.key],

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..codec import dumps, escape_surrogates, message_to_row, new_uid
+from ..codec import check_server_text, dumps, escape_surrogates, message_to_row, new_uid
 from ..database import WriteCore
 from ..engine import default_home
 from ..errors import (
@@ -216,9 +216,13 @@ class TranscriptWriter:
                 "this flush; give each message its own uid (or leave uid out)",
                 message,
             )
+        # A server's text cannot hold U+0000: such a message could never be replayed.
+        server_text = store is not None and not store.backend.is_file
         for message in todo_in:
             try:
-                message_to_row(self.session_id, message)
+                row = message_to_row(self.session_id, message)
+                if server_text:
+                    check_server_text(row)
             except IntegrityViolation as exc:
                 refuse(index[id(message)], message["uid"], str(exc), message)
                 continue

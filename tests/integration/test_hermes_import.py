@@ -28,6 +28,9 @@ from tests.support import damage
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hermes"
 V6 = "hermes_state_v6-aebf322.db"
 V16 = "hermes_state_v16-5e01a5d.db"
+
+# Every test runs on both backends: the import goes through the write core only.
+pytestmark = pytest.mark.usefixtures("backend")
 JSON_PREFIX = "\x00json:"
 
 # Facts stated in the fixture README (what Hermes wrote).
@@ -74,6 +77,8 @@ def _store_rows(store: StateStore, sql: str, args: tuple[Any, ...] = ()) -> list
     # Through the store's own driver: a second SQLite library in this process (the
     # standard sqlite3 on the same file) would break the POSIX locks of the first.
     with store.engine.connect() as conn:
+        if conn.dialect.name == "postgresql":
+            sql = sql.replace("%", "%%").replace("?", "%s")  # psycopg's placeholders
         result = conn.exec_driver_sql(sql, args)
         keys = tuple(result.keys())
         rows = []

@@ -46,6 +46,8 @@ from .quick_check import QuickCheckFacts, check_quick_check
 from .report import CHECKS, DoctorReport, diagnose
 from .schema import SchemaFacts, check_schema
 from .search_index import FtsIndexStatus, FtsStatus, check_fts, check_fts_coverage
+from .server import SERVER_CHECKS, diagnose_server
+from .server_context import ServerContext
 from .snapshots import SnapshotFacts, check_snapshots
 from .spool import SpoolFacts, check_spool
 from .store import StoreFacts, check_store
@@ -53,6 +55,7 @@ from .store import StoreFacts, check_store
 __all__ = [
     "CANONICAL_TABLES",
     "CHECKS",
+    "SERVER_CHECKS",
     "STOP_FIRST",
     "Check",
     "CheckResult",
@@ -69,6 +72,7 @@ __all__ = [
     "QuickCheckFacts",
     "SchemaFacts",
     "Section",
+    "ServerContext",
     "Severity",
     "SnapshotFacts",
     "SpoolFacts",
@@ -87,6 +91,7 @@ __all__ = [
     "check_store",
     "check_wal_header",
     "diagnose",
+    "diagnose_server",
     "recover_commands",
     "recovered_path",
     "replace_command",

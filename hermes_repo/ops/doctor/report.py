@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +29,7 @@ from .snapshots import check_snapshots
 from .spool import check_spool
 from .store import StoreFacts, check_store
 
-__all__ = ["CHECKS", "DoctorReport", "diagnose"]
+__all__ = ["CHECKS", "DoctorReport", "collect", "diagnose"]
 
 # Report order. The header comes first (a file that is not a database skips every SQL
 # read); holders come last (whether they matter depends on what the others found).
@@ -109,12 +110,25 @@ def diagnose(
     ctx = DoctorContext(db_path.parent, driver or select_driver())
     report = DoctorReport(path=str(db_path))
     try:
-        for check in CHECKS if checks is None else checks:
-            result = _run(check, ctx)
-            if result.section is not None:
-                report.sections[result.key] = result.section
-            report.findings.extend(result.findings)
-            ctx.findings.extend(result.findings)
+        collect(report, ctx, CHECKS if checks is None else checks)
     finally:
         ctx.close()
     return report
+
+
+def collect(
+    report: DoctorReport,
+    ctx: DoctorContext,
+    checks: list[Check],
+    run: Callable[[Check, DoctorContext], CheckResult | None] = _run,
+) -> None:
+    """Run ``checks`` in order into ``report`` (``run`` returning None skips one); each
+    check sees the findings of those before it."""
+    for check in checks:
+        result = run(check, ctx)
+        if result is None:
+            continue
+        if result.section is not None:
+            report.sections[result.key] = result.section
+        report.findings.extend(result.findings)
+        ctx.findings.extend(result.findings)

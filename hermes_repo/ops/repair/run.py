@@ -6,10 +6,12 @@ import contextlib
 import os
 from pathlib import Path
 
+from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError
 
 from ... import quarantine
 from ...engine import WRITE_OPTION, Driver, create_store_engine, db_path_for_home, select_driver
+from ...engine_pg import resolve_url
 from ...errors import HermesRepoError, describe
 from ...holders import HolderLock, StoreHeldError
 from ...models import state_meta_table
@@ -21,6 +23,7 @@ from ..snapshots import snapshot_before
 from ..transcript_check import TranscriptRepairSummary, check_transcripts
 from .check import diagnose_only
 from .index import index_needs_rebuild, rebuild_and_finish
+from .server import repair_server
 from .verdict import (
     BACKUP_LABEL,
     STRUCTURAL,
@@ -49,6 +52,7 @@ def repair_store(
     *,
     check_only: bool = False,
     rebuild_search: bool = False,
+    url: str | URL | None = None,
 ) -> RepairReport:
     """Check, or repair, the store in ``home`` (default ``$HERMES_HOME``, else ``~/.hermes``).
 
@@ -60,8 +64,17 @@ def repair_store(
 
     ``rebuild_search`` rebuilds the full-text indexes (guarded, verified) even when no
     check finds them damaged: for damage no check sees.
+
+    On a PostgreSQL store (``url``, as :meth:`StateStore.open` takes it) only the
+    transcript part runs (:func:`~.server.repair_server`): no backup, snapshot or
+    ``integrity_check``; ``rebuild_search`` is refused naming ``REINDEX``.
     """
     db_path = db_path_for_home(home)
+    target = resolve_url(url)
+    if target is not None:
+        return repair_server(
+            db_path.parent, target, check_only=check_only, rebuild_search=rebuild_search
+        )
     if check_only:
         return diagnose_only(db_path)
     if not db_path.is_file() or db_path.stat().st_size == 0:

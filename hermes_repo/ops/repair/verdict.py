@@ -103,6 +103,8 @@ class RepairReport:
     notes: list[str] = field(default_factory=list)
     recreated: list[str] = field(default_factory=list)
     """Metadata tables the repair put back (``state_meta``), empty as the models make them."""
+    backend: str = "sqlite"
+    """``"postgresql"``: only the transcript repair ran (nothing file-level applies)."""
 
     @property
     def findings(self) -> list[Finding]:
@@ -148,6 +150,7 @@ class RepairReport:
             "verification": [asdict(v) for v in self.verification],
             "notes": list(self.notes),
             "recreated": list(self.recreated),
+            "backend": self.backend,
             "findings": [f.to_dict() for f in self.findings],
         }
 

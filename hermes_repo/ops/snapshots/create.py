@@ -19,13 +19,16 @@ import os
 from pathlib import Path
 
 from sqlalchemy import Engine
+from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError
 
 from ... import walcheck
 from ...engine import Driver, db_path_for_home, select_driver
+from ...engine_pg import SQLITE_FILE
 from ...errors import ErrorKind, classify, describe
 from ...schema.backup import backup_to, read_only_engine
 from ...schema.files import fsync_dir, fsync_file, read_only_connect, store_bytes
+from ..sqlite_only import refuse_on_server
 from .copies import seal_and_verify, sha256
 from .folder import (
     clean_partials,
@@ -156,6 +159,7 @@ def create_snapshot(
     label: str | None = None,
     keep: int = DEFAULT_KEEP,
     origin: Origin = "operator",
+    url: str | URL | None = None,
 ) -> Snapshot:
     """Take a verified snapshot of ``<home>/state.db`` into ``<home>/state-snapshots/``.
 
@@ -166,7 +170,11 @@ def create_snapshot(
     create or restore holds the folder for longer than a few seconds. Afterwards only the
     newest ``keep`` complete snapshots *of the same origin* remain (automatic ones are
     also held to :data:`AUTO_MAX_BYTES`); the other origin's are never touched.
+
+    A PostgreSQL store (``url``, as :meth:`StateStore.open` takes it) is refused with
+    :class:`NotOnThisBackendError` naming ``pg_dump``: snapshots are copies of a file.
     """
+    refuse_on_server("snapshot create", "snapshot", url)
     _check_keep(keep)
     clean_label = _normal_label(label)
     db_path = db_path_for_home(home)
@@ -225,4 +233,5 @@ def snapshot_before(
         tables = -1  # unreadable: let create_snapshot report why
     if tables == 0:
         return None
-    return create_snapshot(home, label=reason, keep=keep, origin="automatic")
+    # The caller acts on the file in home: whatever $HERMES_REPO_URL says.
+    return create_snapshot(home, label=reason, keep=keep, origin="automatic", url=SQLITE_FILE)

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy.engine import URL
+
 from ... import hints
 from ...engine import db_path_for_home, select_driver
 from ...holders import HolderLock, StoreHeldError
@@ -32,6 +34,7 @@ from ...schema.files import (
     side_files,
     store_bytes,
 )
+from ..sqlite_only import refuse_on_server
 from .copies import copy_into, schema_refusal, verify_snapshot
 from .create import take
 from .folder import (
@@ -155,7 +158,9 @@ def _move_aside(db_path: Path) -> tuple[Path, ...]:
     return tuple(moved)
 
 
-def restore_snapshot(home: str | os.PathLike[str] | None, snapshot_id: str) -> RestoreResult:
+def restore_snapshot(
+    home: str | os.PathLike[str] | None, snapshot_id: str, *, url: str | URL | None = None
+) -> RestoreResult:
     """Replace ``<home>/state.db`` with snapshot ``snapshot_id``.
 
     Refused, with nothing changed, when the snapshot is at another schema revision than
@@ -169,7 +174,11 @@ def restore_snapshot(home: str | os.PathLike[str] | None, snapshot_id: str) -> R
     backup API into a temporary file beside ``state.db``, fsynced and renamed over it.
     A restore deletes no snapshot: the ``pre-restore`` one counts toward retention at
     the next :func:`create_snapshot`.
+
+    A PostgreSQL store (``url``, as :meth:`StateStore.open` takes it) is refused with
+    :class:`NotOnThisBackendError` naming ``pg_restore``.
     """
+    refuse_on_server("snapshot restore", "snapshot", url)
     db_path = db_path_for_home(home)
     folder = snapshots_dir(home)
     head = migrate.head_revision()
