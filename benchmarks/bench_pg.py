@@ -30,8 +30,18 @@ from typing import Any
 
 import bench_search_pg
 import psycopg
-from _common import environment, fill, make_corpus, parser, run_main, scale_of, session_ids
-from _common import dataset_label, workspace, write_json
+from _common import (
+    dataset_label,
+    environment,
+    fill,
+    make_corpus,
+    parser,
+    run_main,
+    scale_of,
+    session_ids,
+    workspace,
+    write_json,
+)
 from bench_pg_cases import Case, Sides, append_case, bulk_case, load_case
 from bench_pg_procs import concurrent_case
 from sqlalchemy import create_engine, make_url, text
