@@ -66,7 +66,8 @@ def _print(cases: list[Case], conc: dict[str, Any]) -> None:
     from rich.table import Table
 
     t = Table(title="PostgreSQL vs raw psycopg vs SQLite store (msg/s, medians)")
-    for col in ("case", "PG library", "raw psycopg", "lib/raw", "SQLite store", "PG/SQLite"):
+    cols = ("case", "PG library", "raw psycopg", "lib/raw", "(paired)", "SQLite store", "PG/SQLite")
+    for col in cols:
         t.add_column(col, justify="left" if col == "case" else "right")
     for c in cases:
         pg, raw, lite = c.rate("pg"), c.rate("raw"), c.rate("sqlite")
@@ -80,7 +81,7 @@ def _print(cases: list[Case], conc: dict[str, Any]) -> None:
         )
     if conc:
         pg, lite = conc["pg_msg_s"], conc["sqlite_msg_s"]
-        t.add_row(conc["name"], f"{pg:,.0f}", "", "", f"{lite:,.0f}", f"{pg / lite:.2f}x")
+        t.add_row(conc["name"], f"{pg:,.0f}", "", "", "", f"{lite:,.0f}", f"{pg / lite:.2f}x")
     Console(width=150).print(t)
 
 
@@ -98,7 +99,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         raise SystemExit("give --url postgresql+psycopg://user@host:port/db or HERMES_TEST_PG_URL")
     quick = args.quick
     base = args.base if args.base is not None else (2_000 if quick else 20_000)
-    per_run = args.per_run or (100 if quick else 300)
+    # Short samples, many runs: the machine's load drifts less within a run's three.
+    per_run = args.per_run or (50 if quick else 60)
     bulk = args.bulk or (1_000 if quick else 10_000)
     if args.load:
         load = args.load
@@ -108,6 +110,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         load = 2_000 if quick else 20_000
     conc = args.conc or (400 if quick else 2_000)
     runs = args.runs or (3 if quick else 7)
+    append_runs = args.runs or (5 if quick else 25)
     corpus = make_corpus(args)
     label = dataset_label(args)
 
@@ -135,8 +138,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 if base:
                     for store in (pg, lite):
                         fill(store, corpus, base, ids)
-                msgs = corpus.messages(per_run * runs + 1, seed_offset=101, plant=False)
-                cases.append(append_case(sides, msgs, per_run, runs, label))
+                msgs = corpus.messages(per_run * append_runs + 1, seed_offset=101, plant=False)
+                cases.append(append_case(sides, msgs, per_run, append_runs, label))
                 msgs = corpus.messages(bulk, seed_offset=202, plant=False)
                 cases.append(bulk_case(sides, msgs, runs, label))
                 msgs = corpus.messages(load, seed_offset=303, plant=False)

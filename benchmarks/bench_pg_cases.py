@@ -42,8 +42,17 @@ class Case:
         """Messages per second, median of the samples."""
         return self.work / statistics.median(s.wall for s in self.samples[side])
 
+    def paired(self, side: str, other: str) -> float:
+        """Median over runs of ``side``'s rate / ``other``'s in the same run: the two
+        samples of a run are taken back to back, so a load change on a shared machine
+        moves both, where the ratio of the medians compares different moments."""
+        pairs = zip(self.samples[side], self.samples[other], strict=True)
+        return statistics.median(b.wall / a.wall for a, b in pairs)
+
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "work": self.work, "note": self.note}
+        out["pg_over_raw_paired"] = self.paired("pg", "raw")
+        out["pg_over_sqlite_paired"] = self.paired("pg", "sqlite")
         for side, samples in self.samples.items():
             if samples:
                 out[f"{side}_msg_s"] = self.rate(side)
