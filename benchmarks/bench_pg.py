@@ -76,6 +76,7 @@ def _print(cases: list[Case], conc: dict[str, Any]) -> None:
             f"{pg:,.0f}",
             f"{raw:,.0f}",
             f"{pg / raw:.2f}x",
+            f"{c.paired('pg', 'raw'):.2f}x",
             f"{lite:,.0f}",
             f"{pg / lite:.2f}x",
         )
