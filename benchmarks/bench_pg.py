@@ -13,7 +13,7 @@ folder, in one process, round-robin (PostgreSQL library, raw psycopg, SQLite sto
 * load of a 20k-message conversation vs the same SELECT and a hand-written row-to-dict
   loop returning the same dicts (compared once);
 * four processes appending at once, one message per transaction: SQLite (one store
-  file) vs PostgreSQL, messages per second in total (bench_pg_procs.py);
+  file) vs PostgreSQL, messages per second in total (_pg_procs.py);
 * with ``--search``: search on 200k messages (bench_search_pg.py, called as is).
 
 The raw side connects with the library's connect arguments (no server-side prepared
@@ -42,8 +42,8 @@ from _common import (
     workspace,
     write_json,
 )
-from bench_pg_cases import Case, Sides, append_case, bulk_case, load_case
-from bench_pg_procs import concurrent_case
+from _pg_cases import Case, Sides, append_case, bulk_case, load_case
+from _pg_procs import concurrent_case
 from sqlalchemy import create_engine, make_url, text
 from sqlalchemy.pool import NullPool
 

@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from _common import Sample, timed, tool_calls_of
-from bench_load import raw_message
-from bench_pg_sql import (
+from _pg_sql import (
     RAW_BUMP,
     RAW_INSERT_MANY,
     RAW_INSERT_ONE,
@@ -22,6 +21,7 @@ from bench_pg_sql import (
     library_sql,
     require_same_sql,
 )
+from bench_load import raw_message
 
 from hermes_repo.codec import message_to_row
 from hermes_repo.store import StateStore
@@ -166,7 +166,7 @@ def bulk_case(s: Sides, msgs: list[dict[str, Any]], runs: int, label: str) -> Ca
     raw_on(RecordingCursor(cur, raw_seen), runs)
     require_same_sql("bulk", lib_seen, raw_seen)
     lib_on(s.sqlite, runs)
-    case = Case(f"bulk append, {n // 1000}k msgs in 1 txn ({label})", n)
+    case = Case(f"bulk append, {n:,} msgs in 1 txn ({label})", n)
     return run_interleaved(
         case,
         runs,
