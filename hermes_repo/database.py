@@ -49,6 +49,7 @@ from .errors import (
     translate,
 )
 from .ids import check_session_id
+from .kept import BUSY, KeptConnection
 from .repositories import MessageRepository, SearchHit, SearchRepository
 from .repositories.search_pg import PgSearchRepository
 from .retry import (
@@ -186,6 +187,8 @@ class Database:
         self._engine: Engine | None = engine
         self._writer = engine.execution_options(**{WRITE_OPTION: True})
         event.listen(engine, "handle_error", self._on_engine_error)
+        # On a server, the one-message append's connection (see :mod:`.kept`).
+        self._kept = KeptConnection()
 
     @property
     def engine(self) -> Engine:
@@ -199,6 +202,7 @@ class Database:
         self._recent = None  # its traceback holds the frames of a failed unit
         if engine is None:
             return False
+        self._kept.close()
         engine.dispose()
         return True
 
@@ -353,7 +357,9 @@ class Database:
         back, classified once: structural damage quarantines the file (the write is not
         retried); a lock is retried within the same budget; FTS damage detaches the
         index and the unit is replayed without it; any other error (a constraint, a
-        full disk) hands the same row to :meth:`write`'s instrumented path.
+        full disk) hands the same row to :meth:`write`'s instrumented path. On a server
+        the same statements run through SQLAlchemy on a connection kept between appends
+        (:mod:`.kept`: no checkout ping per message); a lost one is replayed the same way.
         """
         row = message_to_row(check_session_id(session_id), message)
         calls = tool_call_count(message)
@@ -372,10 +378,23 @@ class Database:
                     raise failure.error from exc
                 return None
 
+        def on_kept() -> int | None:
+            try:
+                done = self._kept.run(
+                    self._writer, lambda conn: MessageRepository(conn).append_row(row, calls)
+                )
+            except DBAPIError as exc:
+                failure = self.failure(exc)
+                if failure.kind is ErrorKind.TRANSIENT:
+                    # A lost connection among them: the retry takes a pinged one.
+                    raise failure.error from exc
+                return None  # the ordinary path replays it and reports what it meets
+            return None if done is BUSY else done  # type: ignore[return-value]
+
         return self.write(
             lambda uow: uow.messages.append_row(row, calls),
             policy,
-            first_try=on_driver if self.backend.cursor_fast_path else None,
+            first_try=on_driver if self.backend.cursor_fast_path else on_kept,
         )
 
     def _append_on_driver(self, row: dict[str, Any], calls: int) -> int:

@@ -18,11 +18,12 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 from hermes_repo import (
     DatabaseBusyError,
     HermesRepoError,
+    NotFoundError,
     QueryTimeoutError,
     StateStore,
 )
@@ -245,3 +246,51 @@ def test_a_server_that_refuses_connections_is_transient_and_never_shows_the_pass
     cause = caught.value.__cause__
     assert isinstance(getattr(cause, "orig", None), psycopg.OperationalError)
     assert not any(p.name.startswith("state.db") for p in home.iterdir())
+
+
+# The one-message append keeps its connection between calls (no checkout ping per
+# message); a kept connection the server lost is replaced transparently.
+
+
+def _terminate_every_other_backend(url: str) -> int:
+    with _admin(url) as admin:
+        rows = admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchall()
+    return len(rows)
+
+
+def test_consecutive_appends_check_out_no_connection_after_the_first(
+    pg_store: StateStore,
+) -> None:
+    sid = _session(pg_store)
+    pg_store.append_message(sid, {"role": "user", "content": "first"})
+    checkouts: list[object] = []
+    event.listen(pg_store.engine.pool, "checkout", lambda *a: checkouts.append(a[0]))
+    for i in range(5):
+        pg_store.append_message(sid, {"role": "user", "content": f"m{i}"})
+    assert checkouts == []
+    assert pg_store.get_session(sid).message_count == 6
+
+
+def test_an_append_after_the_server_dropped_the_kept_connection_is_replayed(
+    pg_store: StateStore, pg_url: str
+) -> None:
+    sid = _session(pg_store)
+    pg_store.append_message(sid, {"role": "user", "content": "one"})
+    assert _terminate_every_other_backend(pg_url) >= 1
+    pg_store.append_message(sid, {"role": "assistant", "content": "two"})
+    pg_store.append_message(sid, {"role": "user", "content": "three"})
+    contents = [m["content"] for m in pg_store.load_conversation(sid).messages]
+    assert contents == ["one", "two", "three"]
+    assert pg_store.get_session(sid).message_count == 3
+
+
+def test_an_append_to_a_missing_session_still_names_the_session(pg_store: StateStore) -> None:
+    sid = _session(pg_store)
+    pg_store.append_message(sid, {"role": "user", "content": "one"})
+    with pytest.raises(NotFoundError, match="nosuch"):
+        pg_store.append_message("nosuch", {"role": "user", "content": "x"})
+    pg_store.append_message(sid, {"role": "user", "content": "two"})
+    assert pg_store.get_session(sid).message_count == 2
