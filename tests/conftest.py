@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -34,6 +35,12 @@ from hermes_repo import StateStore, quarantine  # noqa: E402
 from tests.support.fts_checks import seed_store  # noqa: E402
 from tests.support.pg import PgServer  # noqa: E402
 from tests.support.stores import copy_store  # noqa: E402
+
+# The suite runs on every core (pytest-xdist) next to subprocess-heavy fault tests: how
+# fast hypothesis draws inputs, and how long one example takes, measure the machine's
+# load, not the code. The properties and example counts stay as each test sets them.
+settings.register_profile("hermes", suppress_health_check=[HealthCheck.too_slow], deadline=None)
+settings.load_profile("hermes")
 
 # A server named by the caller's environment must not capture the session-wide
 # templates built before any per-test fixture runs.

@@ -7,6 +7,7 @@ into that file (a run of several tests keeps every entry); unset, it does nothin
 from __future__ import annotations
 
 import datetime
+import fcntl
 import json
 import os
 from pathlib import Path
@@ -26,6 +27,13 @@ def record(test: str, **counts: Any) -> None:
     if not target:
         return
     path = Path(target)
+    # Tests run in several worker processes: one read-modify-write at a time.
+    with open(path.with_name(path.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _merge(path, test, counts)
+
+
+def _merge(path: Path, test: str, counts: dict[str, Any]) -> None:
     try:
         summary = json.loads(path.read_text())
     except (FileNotFoundError, ValueError):
