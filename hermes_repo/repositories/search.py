@@ -46,6 +46,7 @@ Routing:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -127,6 +128,35 @@ _PROBE = (
 )
 
 
+@dataclass(frozen=True)
+class _Facts:
+    """What one statement told before the search ran (see :meth:`SearchRepository._facts`)."""
+
+    cookie: int
+    long_rows: frozenset[str]  # the indexes with rows beyond their cap
+    counts: list[int] | None  # each word term's bounded hit count, when probed
+
+
+def _facts_sql(phrases: int, guarded: bool) -> str:
+    # The schema cookie, whether any row exceeds each index's cap (the partial index's
+    # own condition, so SQLite reads that index: one seek) and the bounded count of
+    # each term, in one statement. A count is taken only while the cookie is the one the
+    # index was seen live at: SQLite evaluates a CASE branch's subquery only when the
+    # branch is taken, so an index another process detached is never read here.
+    cols = ["v.schema_version"]
+    cols += [
+        f"EXISTS (SELECT 1 FROM messages AS m WHERE {fts.long_row_condition('m', ix.cap)})"
+        for ix in fts.INDEXES
+    ]
+    for i in range(phrases):
+        probe = (
+            "(SELECT count(*) FROM (SELECT 1 FROM messages_fts"
+            f" WHERE messages_fts MATCH :ph{i} LIMIT :n))"
+        )
+        cols.append(f"CASE WHEN v.schema_version = :seen THEN {probe} END" if guarded else probe)
+    return "SELECT " + ", ".join(cols) + " FROM pragma_schema_version() AS v"
+
+
 # Rank the CANDIDATE_CAP newest matches by bm25, snippets cut in the same scan.
 _RANK_ALL = (
     "SELECT c.id, c.session_id, c.role, c.snip, c.timestamp FROM ("
@@ -163,10 +193,24 @@ class SearchRepository:
     selective search costs ~0.1 ms in SQLite and SQLAlchemy's per-statement machinery
     would triple it. On a cursor, driver errors surface unwrapped; the caller classifies
     them (FTS damage, quarantine).
+
+    ``live_at`` and ``is_live`` tie the search to its caller's view of the FTS indexes:
+    ``live_at`` is the schema cookie at which they were last seen live (None: not live,
+    or not known), ``is_live(cookie)`` says whether they are live at the cookie the
+    search reads. Without ``is_live`` the indexes are taken as live.
     """
 
-    def __init__(self, db: Connection | Cursor) -> None:
+    def __init__(
+        self,
+        db: Connection | Cursor,
+        *,
+        live_at: int | None = None,
+        is_live: Callable[[int], bool] | None = None,
+    ) -> None:
         self._db = db
+        self._live_at = live_at
+        self._is_live = is_live
+        self._known = _Facts(0, frozenset(ix.name for ix in fts.INDEXES), None)
 
     def _rows(self, sql: str, params: dict[str, Any]) -> list[Any]:
         return fetch(self._db, sql, params)
@@ -195,10 +239,14 @@ class SearchRepository:
         paged = before_id is not None
         if paged:
             params["before"] = int(before_id)  # type: ignore[arg-type]
-        if not use_fts:
-            return self._like(terms, filters, params)
         cjk = any(fts.has_cjk(t) for t in terms)
         word_terms = [t for t in terms if has_word_char(t)]
+        probed = [] if not use_fts or paged or cjk else word_terms
+        self._known = self._facts([fts_phrase(t) for t in probed])
+        if use_fts and self._is_live is not None:
+            use_fts = self._is_live(self._known.cookie)
+        if not use_fts:
+            return self._like(terms, filters, params)
         if not cjk and word_terms:
             # A token without letters or digits (emoji, "?", U+FFFD) is no word to
             # unicode61, and the trigram index skips most tool rows: it is checked with
@@ -284,7 +332,10 @@ class SearchRepository:
         )
         if "before" in params:
             return self._run(newest, params)
-        counts = [self._hit_count(p, RANK_CUTOFF + 1) for p in phrases]
+        counts = self._known.counts
+        if counts is None or len(counts) != len(phrases):
+            # Not probed with the facts: the index was not live when last seen.
+            counts = [self._hit_count(p, RANK_CUTOFF + 1) for p in phrases]
         if max(counts) > RANK_CUTOFF:
             # bm25 visits every row of every term before it scores one candidate: past
             # RANK_CUTOFF hits that alone costs more than the rest of the query.
@@ -305,6 +356,26 @@ class SearchRepository:
         oldest = min(h.message_id for h in ranked)
         rest = self._run(newest, {**params, "before": oldest, "limit": want - len(ranked)})
         return ranked + rest
+
+    def _facts(self, phrases: list[str]) -> _Facts:
+        """The schema cookie, the indexes with rows beyond their cap and, while the index
+        is live as last seen, each phrase's bounded count: one statement."""
+        guarded = self._is_live is not None
+        if guarded and self._live_at is None:
+            phrases = []  # not live as last seen: never read the index before is_live
+        params: dict[str, Any] = {f"ph{i}": p for i, p in enumerate(phrases)}
+        if phrases:
+            params["n"] = RANK_CUTOFF + 1
+            if guarded:
+                params["seen"] = self._live_at
+        row = self._rows(_facts_sql(len(phrases), guarded), params)[0]
+        n_ix = len(fts.INDEXES)
+        long_rows = frozenset(
+            ix.name for ix, hit in zip(fts.INDEXES, row[1 : 1 + n_ix], strict=True) if hit
+        )
+        probes = list(row[1 + n_ix :])
+        counts = None if not phrases or None in probes else [int(c) for c in probes]
+        return _Facts(int(row[0]), long_rows, counts)
 
     def _hit_count(self, phrase: str, n: int) -> int:
         """How many rows one term matches, counting stops at ``n``."""
@@ -375,4 +446,6 @@ class SearchRepository:
         The length condition is the partial index's own: SQLite then visits only those
         rows (none in most stores) instead of measuring every row's text.
         """
+        if ix.name not in self._known.long_rows:
+            return []  # the facts statement found no such row: nothing to scan
         return self._like(terms, filters, params, where=fts.long_row_condition("m", ix.cap))
