@@ -65,7 +65,8 @@ from .search_query import (
     like_snippet,
     parse_query,
 )
-from .statements import Cursor, fetch
+from .search_sql import PROBE, RANK_ALL, RANK_TOP, Facts, facts_sql, run_query
+from .statements import Cursor
 
 __all__ = [
     "CANDIDATE_CAP",
@@ -123,69 +124,6 @@ def merge_hits(
 # The keyset bound of an unbounded newest-first query: above every rowid.
 _ABOVE_ALL = 2**63 - 1
 
-_PROBE = (
-    "SELECT count(*) FROM (SELECT 1 FROM messages_fts WHERE messages_fts MATCH :phrase LIMIT :n)"
-)
-
-
-@dataclass(frozen=True)
-class _Facts:
-    """What one statement told before the search ran (see :meth:`SearchRepository._facts`)."""
-
-    cookie: int
-    long_rows: frozenset[str]  # the indexes with rows beyond their cap
-    counts: list[int] | None  # each word term's bounded hit count, when probed
-
-
-def _facts_sql(phrases: int, guarded: bool) -> str:
-    # The schema cookie, whether any row exceeds each index's cap (the partial index's
-    # own condition, so SQLite reads that index: one seek) and the bounded count of
-    # each term, in one statement. A count is taken only while the cookie is the one the
-    # index was seen live at: SQLite evaluates a CASE branch's subquery only when the
-    # branch is taken, so an index another process detached is never read here.
-    cols = ["v.schema_version"]
-    cols += [
-        f"EXISTS (SELECT 1 FROM messages AS m WHERE {fts.long_row_condition('m', ix.cap)})"
-        for ix in fts.INDEXES
-    ]
-    for i in range(phrases):
-        probe = (
-            "(SELECT count(*) FROM (SELECT 1 FROM messages_fts"
-            f" WHERE messages_fts MATCH :ph{i} LIMIT :n))"
-        )
-        cols.append(f"CASE WHEN v.schema_version = :seen THEN {probe} END" if guarded else probe)
-    return "SELECT " + ", ".join(cols) + " FROM pragma_schema_version() AS v"
-
-
-# Rank the CANDIDATE_CAP newest matches by bm25, snippets cut in the same scan.
-_RANK_ALL = (
-    "SELECT c.id, c.session_id, c.role, c.snip, c.timestamp FROM ("
-    " SELECT m.id AS id, m.session_id AS session_id, m.role AS role,"
-    " m.timestamp AS timestamp, bm25(messages_fts) AS score, {snip} AS snip"
-    " FROM messages_fts JOIN messages AS m ON m.id = messages_fts.rowid"
-    " WHERE messages_fts MATCH :match{filters}"
-    " ORDER BY messages_fts.rowid DESC LIMIT :cap"
-    ") AS c ORDER BY c.score, c.id DESC LIMIT :limit"
-)
-# The same ranking; snippets only for the top :limit, from a second scan of the
-# candidates' rowid range (MATERIALIZED keeps SQLite from turning that scan into one
-# full-text query per row, and ``+`` keeps the IN list out of the index constraints).
-_RANK_TOP = (
-    "WITH c AS MATERIALIZED ("
-    " SELECT messages_fts.rowid AS id, bm25(messages_fts) AS score"
-    " FROM messages_fts JOIN messages AS m ON m.id = messages_fts.rowid"
-    " WHERE messages_fts MATCH :match{filters}"
-    " ORDER BY messages_fts.rowid DESC LIMIT :cap),"
-    " t AS MATERIALIZED (SELECT id, score FROM c ORDER BY score, id DESC LIMIT :limit),"
-    " s AS MATERIALIZED ("
-    " SELECT messages_fts.rowid AS id, {snip} AS snip FROM messages_fts"
-    " WHERE messages_fts MATCH :match AND messages_fts.rowid >= (SELECT min(id) FROM t)"
-    " AND +messages_fts.rowid IN (SELECT id FROM t))"
-    " SELECT m.id, m.session_id, m.role, s.snip, m.timestamp"
-    " FROM t JOIN s ON s.id = t.id JOIN messages AS m ON m.id = t.id"
-    " ORDER BY t.score, t.id DESC"
-)
-
 
 class SearchRepository:
     """Runs searches on a connection (a read transaction, or none: each query is one
@@ -210,10 +148,10 @@ class SearchRepository:
         self._db = db
         self._live_at = live_at
         self._is_live = is_live
-        self._known = _Facts(0, frozenset(ix.name for ix in fts.INDEXES), None)
+        self._known = Facts(0, frozenset(ix.name for ix in fts.INDEXES), None)
 
     def _rows(self, sql: str, params: dict[str, Any]) -> list[Any]:
-        return fetch(self._db, sql, params)
+        return run_query(self._db, sql, params)
 
     def search(
         self,
@@ -342,11 +280,11 @@ class SearchRepository:
             return self._run(newest, {**params, "before": _ABOVE_ALL})
         if min(counts) <= params["limit"]:
             # Every hit is returned: one scan ranks them and cuts each one's snippet.
-            sql = _RANK_ALL.format(snip=snip, filters=filters)
+            sql = RANK_ALL.format(snip=snip, filters=filters)
         else:
             # The snippet (which tokenizes the whole row) is cut for the returned rows
             # only, not for every candidate: a second scan of the candidates' rowid range.
-            sql = _RANK_TOP.format(snip=snip, filters=filters)
+            sql = RANK_TOP.format(snip=snip, filters=filters)
         ranked = self._run(sql, {**params, "cap": CANDIDATE_CAP})
         want = params["limit"]
         if want <= CANDIDATE_CAP or len(ranked) < CANDIDATE_CAP:
@@ -357,7 +295,7 @@ class SearchRepository:
         rest = self._run(newest, {**params, "before": oldest, "limit": want - len(ranked)})
         return ranked + rest
 
-    def _facts(self, phrases: list[str]) -> _Facts:
+    def _facts(self, phrases: list[str]) -> Facts:
         """The schema cookie, the indexes with rows beyond their cap and, while the index
         is live as last seen, each phrase's bounded count: one statement."""
         guarded = self._is_live is not None
@@ -368,18 +306,18 @@ class SearchRepository:
             params["n"] = RANK_CUTOFF + 1
             if guarded:
                 params["seen"] = self._live_at
-        row = self._rows(_facts_sql(len(phrases), guarded), params)[0]
+        row = self._rows(facts_sql(len(phrases), guarded), params)[0]
         n_ix = len(fts.INDEXES)
         long_rows = frozenset(
             ix.name for ix, hit in zip(fts.INDEXES, row[1 : 1 + n_ix], strict=True) if hit
         )
         probes = list(row[1 + n_ix :])
         counts = None if not phrases or None in probes else [int(c) for c in probes]
-        return _Facts(int(row[0]), long_rows, counts)
+        return Facts(int(row[0]), long_rows, counts)
 
     def _hit_count(self, phrase: str, n: int) -> int:
         """How many rows one term matches, counting stops at ``n``."""
-        return int(self._rows(_PROBE, {"phrase": phrase, "n": n})[0][0])
+        return int(self._rows(PROBE, {"phrase": phrase, "n": n})[0][0])
 
     def _trigram(
         self, long_terms: list[str], short: list[str], filters: str, params: dict[str, Any]
