@@ -29,6 +29,7 @@ class Facts:
     counts: list[int] | None  # each word term's bounded hit count, when probed
 
 
+@lru_cache(maxsize=64)
 def facts_sql(phrases: int, guarded: bool) -> str:
     # The schema cookie, whether any row exceeds each index's cap (the partial index's
     # own condition, so SQLite reads that index: one seek) and the bounded count of
