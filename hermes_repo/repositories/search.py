@@ -100,6 +100,32 @@ class SearchHit:
     timestamp: float
 
 
+_new = object.__new__
+_set = object.__setattr__
+
+
+def _hit(r: Any) -> SearchHit:
+    """A hit from an (id, session, role, snippet, timestamp) row.
+
+    The frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``:
+    for 20 hits that cost more than the pool checkout of a search. One ``__dict__`` set
+    builds the same object (equal, hashed and immutable alike).
+    """
+    hit = _new(SearchHit)
+    _set(
+        hit,
+        "__dict__",
+        {
+            "message_id": int(r[0]),
+            "session_id": r[1],
+            "role": r[2],
+            "snippet": r[3] or "",
+            "timestamp": float(r[4]),
+        },
+    )
+    return hit
+
+
 # Characters of context read around a LIKE hit's first term (the snippet is cut from it).
 _WINDOW_CHARS = 120
 
@@ -243,8 +269,7 @@ class SearchRepository:
         return merge_hits(hits, more, params["limit"], by_recency=paged)
 
     def _run(self, sql: str, params: dict[str, Any]) -> list[SearchHit]:
-        rows = self._rows(sql, params)
-        return [SearchHit(int(r[0]), r[1], r[2], r[3] or "", float(r[4])) for r in rows]
+        return [_hit(r) for r in self._rows(sql, params)]
 
     def _words(
         self, terms: list[str], signs: list[str], filters: str, params: dict[str, Any]
