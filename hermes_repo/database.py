@@ -419,8 +419,9 @@ class Database:
             first_try=on_driver if self.backend.cursor_fast_path else None,
         )
 
-    def _on_driver(self, unit: Callable[[Any], T]) -> T:
-        """``unit(cursor)`` on the driver's cursor in its own BEGIN IMMEDIATE transaction."""
+    def _on_driver(self, unit: Callable[[Any], T], begin: str | None = "BEGIN IMMEDIATE") -> T:
+        """``unit(cursor)`` on the driver's cursor in its own transaction, opened by
+        ``begin`` (None: none, each statement is a consistent read on its own)."""
         # The pool's connection itself, without an SQLAlchemy Connection around it: that
         # wrapper cost a third of the Python an append runs.
         pooled = self.engine.raw_connection()
@@ -429,7 +430,9 @@ class Database:
             assert dbapi is not None
             cursor = dbapi.cursor()
             try:
-                cursor.execute("BEGIN IMMEDIATE")
+                if begin is None:
+                    return unit(cursor)
+                cursor.execute(begin)
                 try:
                     result = unit(cursor)
                     cursor.execute("COMMIT")
@@ -571,30 +574,10 @@ class Database:
         bare = [True]
 
         def attempt() -> T:
+            begin = None if bare and bare.pop() else "BEGIN"
             try:
                 # A quarantined store opens no new connection (the guard's connect hook).
-                pooled = self.engine.raw_connection()
-                try:
-                    dbapi = pooled.dbapi_connection
-                    assert dbapi is not None
-                    cursor = dbapi.cursor()
-                    try:
-                        if bare and bare.pop():
-                            return unit(cursor)
-                        cursor.execute("BEGIN")
-                        try:
-                            result = unit(cursor)
-                            cursor.execute("COMMIT")
-                        except BaseException:
-                            if dbapi.in_transaction:
-                                with contextlib.suppress(self.driver.module.Error):
-                                    cursor.execute("ROLLBACK")
-                            raise
-                        return result
-                    finally:
-                        cursor.close()
-                finally:
-                    pooled.close()
+                return self._on_driver(unit, begin)
             except (DBAPIError, self.driver.module.Error) as exc:
                 raise self.failure(exc, action="read").error from exc
 
