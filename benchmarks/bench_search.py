@@ -53,7 +53,6 @@ from _common import (
     SELECTIVE_TERM,
     checkpoint,
     copy_db,
-    dataset_label,
     environment,
     fill,
     make_corpus,
@@ -375,7 +374,7 @@ def sweep_main(args: Any) -> dict[str, Any]:
     ms = {k: {v: min(samples[(k, v)]) for v in SWEEP_VARIANTS} for k in steps}
     medians = {k: {v: statistics.median(samples[(k, v)]) for v in SWEEP_VARIANTS} for k in steps}
     ms_cpu = {k: {v: min(cpu[(k, v)]) for v in SWEEP_VARIANTS} for k in steps}
-    _print_sweep(size, runs, freqs, ms, dataset_label(args))
+    _print_sweep(size, runs, freqs, ms, args.dataset)
     targets = _sweep_targets(ms)
     targets_cpu = _sweep_targets(ms_cpu)
     for name, goal in _SWEEP_GOALS.items():
@@ -384,8 +383,7 @@ def sweep_main(args: Any) -> dict[str, Any]:
         # CPU time: on a shared machine the wall-time curve mostly draws the neighbours.
         Path(args.svg).write_text(
             line_chart(
-                f"search latency by term frequency ({size:,} messages, {dataset_label(args)},"
-                " 20 hits)",
+                f"search latency by term frequency ({size:,} messages, {args.dataset}, 20 hits)",
                 freqs,
                 {v: [ms_cpu[k][v] for k in steps] for v in SWEEP_VARIANTS},
                 x_label="hits of the term (log scale)",
@@ -399,7 +397,7 @@ def sweep_main(args: Any) -> dict[str, Any]:
             "size": size,
             "runs": runs,
             "rank_cutoff": RANK_CUTOFF,
-            "dataset": dataset_label(args),
+            "dataset": args.dataset,
         },
         "environment": environment(),
         "results": [
