@@ -26,6 +26,10 @@ them to 20k), each searched by the library (ranked ``search`` and the first
 ``--svg FILE`` draws the curve.
 
     python benchmarks/bench_search.py --sweep [--quick] [--runs N] [--svg docs/search_sweep.svg]
+
+``--dataset realistic`` runs either on the realistic corpus (tool outputs of 1-16 KB, CJK)
+instead of ~100-character messages. The sweep records CPU time next to wall time: on a
+shared machine the neighbours add wall time to both sides unevenly, CPU time much less.
 """
 
 from __future__ import annotations
@@ -47,11 +51,11 @@ from _common import (
     MID_TERM,
     SEED,
     SELECTIVE_TERM,
-    Corpus,
     checkpoint,
     copy_db,
     environment,
     fill,
+    make_corpus,
     new_store,
     parser,
     raw_connect,
@@ -131,7 +135,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         sessions = session_ids()
         store = new_store(ws.home("lib"), sessions)
         t0 = time.perf_counter()
-        fill(store, Corpus(), size, sessions, chunk=10_000)
+        fill(store, make_corpus(args), size, sessions, chunk=10_000)  # type: ignore[arg-type]
         build_s = time.perf_counter() - t0
         checkpoint(store_db(store))
         raw_path = ws.root / "raw" / "state.db"
@@ -316,7 +320,7 @@ def sweep_main(args: Any) -> dict[str, Any]:
     with workspace() as ws:
         sessions = session_ids()
         store = new_store(ws.home("lib"), sessions)
-        msgs = Corpus().messages(size, plant=False)
+        msgs = make_corpus(args).messages(size, plant=False)
         rng = Random(SEED)
         for step, f in enumerate(freqs):
             for i in rng.sample(range(size), f):
@@ -351,15 +355,17 @@ def sweep_main(args: Any) -> dict[str, Any]:
             }
         calls = {(k, v): _calibrate(fn, budget) for k in fns for v, fn in fns[k].items()}
         samples: dict[tuple[int, str], list[float]] = {k: [] for k in calls}
+        cpu: dict[tuple[int, str], list[float]] = {k: [] for k in calls}
         for _ in range(runs):
             for k in fns:
                 for v, fn in fns[k].items():
                     n = calls[(k, v)]
                     gc.collect()
-                    t = time.perf_counter()
+                    c, t = time.process_time(), time.perf_counter()
                     for _ in range(n):
                         fn()
                     samples[(k, v)].append((time.perf_counter() - t) / n * 1000.0)
+                    cpu[(k, v)].append((time.process_time() - c) / n * 1000.0)
         con.close()
         store.close()
     steps = range(len(freqs))
@@ -367,43 +373,62 @@ def sweep_main(args: Any) -> dict[str, Any]:
     # add time, and the median then measures the neighbours (both kept in the JSON).
     ms = {k: {v: min(samples[(k, v)]) for v in SWEEP_VARIANTS} for k in steps}
     medians = {k: {v: statistics.median(samples[(k, v)]) for v in SWEEP_VARIANTS} for k in steps}
-    sel = ms[1]["library search"]  # the selective term: 10 hits at every size
-    worst = max(ms[k]["library search"] for k in steps) / sel
-    worst_page = max(ms[k]["library page"] for k in steps) / ms[1]["library page"]
-    overhead = max(ms[k]["library search"] - ms[k]["raw same SQL"] for k in steps)
-    sel_ratio = sel / ms[1]["raw same SQL"]
-    _print_sweep(size, runs, freqs, ms)
-    print(f"no cliff: slowest term / selective (10 hits), search = {worst:.2f}x (target <= 3x)")
-    print(f"no cliff: slowest term / selective, first page = {worst_page:.2f}x (target <= 3x)")
-    print(f"overhead over raw same SQL, worst term = {overhead:.3f} ms (target <= 0.3 ms)")
-    print(f"selective term: library / raw same SQL = {sel_ratio:.2f}x (target <= 1.3x)")
+    ms_cpu = {k: {v: min(cpu[(k, v)]) for v in SWEEP_VARIANTS} for k in steps}
+    _print_sweep(size, runs, freqs, ms, args.dataset)
+    targets = _sweep_targets(ms)
+    targets_cpu = _sweep_targets(ms_cpu)
+    for name, goal in _SWEEP_GOALS.items():
+        print(f"{name} = {targets[name]:.3f} (CPU time: {targets_cpu[name]:.3f}; target {goal})")
     if args.svg:
+        # CPU time: on a shared machine the wall-time curve mostly draws the neighbours.
         Path(args.svg).write_text(
             line_chart(
-                f"search latency by term frequency ({size:,} messages, 20 hits)",
+                f"search latency by term frequency ({size:,} messages, {args.dataset}, 20 hits)",
                 freqs,
-                {v: [ms[k][v] for k in steps] for v in SWEEP_VARIANTS},
+                {v: [ms_cpu[k][v] for k in steps] for v in SWEEP_VARIANTS},
                 x_label="hits of the term (log scale)",
-                y_label=f"ms per query (best of {runs} runs)",
-                guide=("3x the selective term", 3 * sel),
+                y_label=f"CPU ms per query (best of {runs} runs)",
+                guide=("3x the selective term", 3 * ms_cpu[1]["library search"]),
             )
         )
     data = {
         "benchmark": NAME + "-sweep",
-        "params": {"size": size, "runs": runs, "rank_cutoff": RANK_CUTOFF},
+        "params": {
+            "size": size,
+            "runs": runs,
+            "rank_cutoff": RANK_CUTOFF,
+            "dataset": args.dataset,
+        },
         "environment": environment(),
         "results": [
-            {"hits": f, "ms_best": ms[k], "ms_median": medians[k]} for k, f in enumerate(freqs)
+            {"hits": f, "ms_best": ms[k], "ms_median": medians[k], "ms_cpu_best": ms_cpu[k]}
+            for k, f in enumerate(freqs)
         ],
-        "targets": {
-            "slowest_over_selective": worst,
-            "slowest_over_selective_page": worst_page,
-            "max_overhead_ms": overhead,
-            "selective_over_raw": sel_ratio,
-        },
+        "targets": targets,
+        "targets_cpu": targets_cpu,
     }
     write_json(args.json, data)
     return data
+
+
+_SWEEP_GOALS = {
+    "slowest term / selective (10 hits), search": "<= 3x",
+    "slowest term / selective, first page": "<= 3x",
+    "overhead over raw same SQL, worst term (ms)": "<= 0.3 ms",
+    "selective term: library / raw same SQL": "<= 1.3x",
+}
+
+
+def _sweep_targets(ms: dict[int, dict[str, float]]) -> dict[str, float]:
+    """The no-cliff and overhead targets from per-step times (step 1: 10 hits)."""
+    sel = ms[1]["library search"]
+    values = (
+        max(m["library search"] for m in ms.values()) / sel,
+        max(m["library page"] for m in ms.values()) / ms[1]["library page"],
+        max(m["library search"] - m["raw same SQL"] for m in ms.values()),
+        sel / ms[1]["raw same SQL"],
+    )
+    return dict(zip(_SWEEP_GOALS, values, strict=True))
 
 
 def _calibrate(fn: Any, budget: float) -> int:
@@ -413,12 +438,15 @@ def _calibrate(fn: Any, budget: float) -> int:
     return max(1, min(500, math.ceil(budget / max(time.perf_counter() - t, 1e-6))))
 
 
-def _print_sweep(size: int, runs: int, freqs: list[int], ms: dict[int, dict[str, float]]) -> None:
+def _print_sweep(
+    size: int, runs: int, freqs: list[int], ms: dict[int, dict[str, float]], dataset: str
+) -> None:
     from rich.console import Console
     from rich.table import Table
 
     table = Table(
-        title=f"search sweep on {size:,} messages, ms per query (best of {runs} interleaved runs)",
+        title=f"search sweep on {size:,} messages ({dataset}), ms per query"
+        f" (best of {runs} interleaved runs)",
         title_justify="left",
     )
     for col in ("hits", *SWEEP_VARIANTS, "search / raw", "page / raw"):

@@ -139,6 +139,9 @@ def _driver_error(exc: BaseException) -> BaseException | None:
     return err
 
 
+_TRIGGERS_SQL = "SELECT name FROM sqlite_master WHERE type = 'trigger'"
+
+
 class Database:
     """Runs units of work on one store file; owns its engine, guard and retry budgets.
 
@@ -439,8 +442,9 @@ class Database:
             first_try=on_driver if self.backend.cursor_fast_path else None,
         )
 
-    def _on_driver(self, unit: Callable[[Any], T]) -> T:
-        """``unit(cursor)`` on the driver's cursor in its own BEGIN IMMEDIATE transaction."""
+    def _on_driver(self, unit: Callable[[Any], T], begin: str | None = "BEGIN IMMEDIATE") -> T:
+        """``unit(cursor)`` on the driver's cursor in its own transaction, opened by
+        ``begin`` (None: none, each statement is a consistent read on its own)."""
         # The pool's connection itself, without an SQLAlchemy Connection around it: that
         # wrapper cost a third of the Python an append runs.
         pooled = self.engine.raw_connection()
@@ -449,7 +453,9 @@ class Database:
             assert dbapi is not None
             cursor = dbapi.cursor()
             try:
-                cursor.execute("BEGIN IMMEDIATE")
+                if begin is None:
+                    return unit(cursor)
+                cursor.execute(begin)
                 try:
                     result = unit(cursor)
                     cursor.execute("COMMIT")
@@ -551,25 +557,23 @@ class Database:
                 )
             )
 
-        def run(conn: Connection, *, use_fts: bool) -> list[SearchHit]:
-            dbapi = conn.connection.dbapi_connection
-            assert dbapi is not None
-            cursor = dbapi.cursor()
-            try:
-                return SearchRepository(cursor).search(
-                    query,
-                    limit=limit,
-                    session_id=session_id,
-                    role=role,
-                    include_inactive=include_inactive,
-                    use_fts=use_fts and self._fts_is_live(conn, cursor),
-                    before_id=before_id,
-                )
-            finally:
-                cursor.close()
+        def run(cursor: Any, *, use_fts: bool) -> list[SearchHit]:
+            return SearchRepository(
+                cursor,
+                live_at=self._fts_seen_at if self._fts_live else None,
+                is_live=lambda cookie: self._fts_is_live(cursor, cookie),
+            ).search(
+                query,
+                limit=limit,
+                session_id=session_id,
+                role=role,
+                include_inactive=include_inactive,
+                use_fts=use_fts,
+                before_id=before_id,
+            )
 
         try:
-            return self.read(lambda conn: run(conn, use_fts=True), transaction=False)
+            return self._read_on_driver(lambda cursor: run(cursor, use_fts=True))
         except WriteFailedError as exc:
             failure = self.failure(exc)
             if not self._degradable(failure):
@@ -580,13 +584,40 @@ class Database:
             failure.damage,
         )
         self._degrade(failure, lambda uow: None, DEFAULT_POLICY)
-        return self.read(lambda conn: run(conn, use_fts=False), transaction=False)
+        return self._read_on_driver(lambda cursor: run(cursor, use_fts=False))
 
-    def _fts_is_live(self, conn: Connection, cursor: Any) -> bool:
-        cookie = int(cursor.execute("PRAGMA schema_version").fetchone()[0])
+    def _read_on_driver(self, unit: Callable[[Any], T]) -> T:
+        """``unit(cursor)`` on the pool's driver connection, retried like :meth:`read`.
+
+        No SQLAlchemy ``Connection`` is built (it cost more than a selective search), so
+        its error event does not run: driver errors are classified here. The first
+        attempt runs each statement as a consistent read on its own; a replay after a
+        lock runs in one read transaction.
+        """
+        bare = [True]
+
+        def attempt() -> T:
+            begin = None if bare and bare.pop() else "BEGIN"
+            try:
+                # A quarantined store opens no new connection (the guard's connect hook).
+                return self._on_driver(unit, begin)
+            except (DBAPIError, self.driver.module.Error) as exc:
+                raise self.failure(exc, action="read").error from exc
+
+        return run_with_retry(attempt, self.read_policy)
+
+    def _fts_is_live(self, cursor: Any, cookie: int) -> bool:
+        """Whether the FTS indexes are live at schema cookie ``cookie``.
+
+        Dropping or creating the sync triggers changes the cookie, so the state seen at a
+        cookie holds until it changes, in every process: only then are the stale marker
+        and the triggers read again (on ``cursor``, in the search's own read).
+        """
         if cookie != self._fts_seen_at:
-            self._fts_live = fts.stale_marker(conn) is None and fts.present_triggers(conn) == set(
-                fts.TRIGGER_NAMES
-            )
+            marker = cursor.execute(
+                "SELECT 1 FROM state_meta WHERE key = ?", (fts.STALE_KEY,)
+            ).fetchone()
+            names = {r[0] for r in cursor.execute(_TRIGGERS_SQL).fetchall()}
+            self._fts_live = marker is None and set(fts.TRIGGER_NAMES) <= names
             self._fts_seen_at = cookie
         return self._fts_live

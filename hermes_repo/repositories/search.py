@@ -46,6 +46,7 @@ Routing:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,7 +65,8 @@ from .search_query import (
     like_snippet,
     parse_query,
 )
-from .statements import Cursor, fetch
+from .search_sql import PROBE, RANK_ALL, RANK_TOP, Facts, facts_sql, run_query
+from .statements import Cursor
 
 __all__ = [
     "CANDIDATE_CAP",
@@ -98,6 +100,32 @@ class SearchHit:
     timestamp: float
 
 
+_new = object.__new__
+_set = object.__setattr__
+
+
+def _hit(r: Any) -> SearchHit:
+    """A hit from an (id, session, role, snippet, timestamp) row.
+
+    The frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``:
+    for 20 hits that cost more than the pool checkout of a search. One ``__dict__`` set
+    builds the same object (equal, hashed and immutable alike).
+    """
+    hit = _new(SearchHit)
+    _set(
+        hit,
+        "__dict__",
+        {
+            "message_id": int(r[0]),
+            "session_id": r[1],
+            "role": r[2],
+            "snippet": r[3] or "",
+            "timestamp": float(r[4]),
+        },
+    )
+    return hit
+
+
 # Characters of context read around a LIKE hit's first term (the snippet is cut from it).
 _WINDOW_CHARS = 120
 
@@ -122,40 +150,6 @@ def merge_hits(
 # The keyset bound of an unbounded newest-first query: above every rowid.
 _ABOVE_ALL = 2**63 - 1
 
-_PROBE = (
-    "SELECT count(*) FROM (SELECT 1 FROM messages_fts WHERE messages_fts MATCH :phrase LIMIT :n)"
-)
-
-
-# Rank the CANDIDATE_CAP newest matches by bm25, snippets cut in the same scan.
-_RANK_ALL = (
-    "SELECT c.id, c.session_id, c.role, c.snip, c.timestamp FROM ("
-    " SELECT m.id AS id, m.session_id AS session_id, m.role AS role,"
-    " m.timestamp AS timestamp, bm25(messages_fts) AS score, {snip} AS snip"
-    " FROM messages_fts JOIN messages AS m ON m.id = messages_fts.rowid"
-    " WHERE messages_fts MATCH :match{filters}"
-    " ORDER BY messages_fts.rowid DESC LIMIT :cap"
-    ") AS c ORDER BY c.score, c.id DESC LIMIT :limit"
-)
-# The same ranking; snippets only for the top :limit, from a second scan of the
-# candidates' rowid range (MATERIALIZED keeps SQLite from turning that scan into one
-# full-text query per row, and ``+`` keeps the IN list out of the index constraints).
-_RANK_TOP = (
-    "WITH c AS MATERIALIZED ("
-    " SELECT messages_fts.rowid AS id, bm25(messages_fts) AS score"
-    " FROM messages_fts JOIN messages AS m ON m.id = messages_fts.rowid"
-    " WHERE messages_fts MATCH :match{filters}"
-    " ORDER BY messages_fts.rowid DESC LIMIT :cap),"
-    " t AS MATERIALIZED (SELECT id, score FROM c ORDER BY score, id DESC LIMIT :limit),"
-    " s AS MATERIALIZED ("
-    " SELECT messages_fts.rowid AS id, {snip} AS snip FROM messages_fts"
-    " WHERE messages_fts MATCH :match AND messages_fts.rowid >= (SELECT min(id) FROM t)"
-    " AND +messages_fts.rowid IN (SELECT id FROM t))"
-    " SELECT m.id, m.session_id, m.role, s.snip, m.timestamp"
-    " FROM t JOIN s ON s.id = t.id JOIN messages AS m ON m.id = t.id"
-    " ORDER BY t.score, t.id DESC"
-)
-
 
 class SearchRepository:
     """Runs searches on a connection (a read transaction, or none: each query is one
@@ -163,13 +157,27 @@ class SearchRepository:
     selective search costs ~0.1 ms in SQLite and SQLAlchemy's per-statement machinery
     would triple it. On a cursor, driver errors surface unwrapped; the caller classifies
     them (FTS damage, quarantine).
+
+    ``live_at`` and ``is_live`` tie the search to its caller's view of the FTS indexes:
+    ``live_at`` is the schema cookie at which they were last seen live (None: not live,
+    or not known), ``is_live(cookie)`` says whether they are live at the cookie the
+    search reads. Without ``is_live`` the indexes are taken as live.
     """
 
-    def __init__(self, db: Connection | Cursor) -> None:
+    def __init__(
+        self,
+        db: Connection | Cursor,
+        *,
+        live_at: int | None = None,
+        is_live: Callable[[int], bool] | None = None,
+    ) -> None:
         self._db = db
+        self._live_at = live_at
+        self._is_live = is_live
+        self._known = Facts(0, frozenset(ix.name for ix in fts.INDEXES), None)
 
     def _rows(self, sql: str, params: dict[str, Any]) -> list[Any]:
-        return fetch(self._db, sql, params)
+        return run_query(self._db, sql, params)
 
     def search(
         self,
@@ -195,10 +203,14 @@ class SearchRepository:
         paged = before_id is not None
         if paged:
             params["before"] = int(before_id)  # type: ignore[arg-type]
-        if not use_fts:
-            return self._like(terms, filters, params)
         cjk = any(fts.has_cjk(t) for t in terms)
         word_terms = [t for t in terms if has_word_char(t)]
+        probed = [] if not use_fts or paged or cjk else word_terms
+        self._known = self._facts([fts_phrase(t) for t in probed])
+        if use_fts and self._is_live is not None:
+            use_fts = self._is_live(self._known.cookie)
+        if not use_fts:
+            return self._like(terms, filters, params)
         if not cjk and word_terms:
             # A token without letters or digits (emoji, "?", U+FFFD) is no word to
             # unicode61, and the trigram index skips most tool rows: it is checked with
@@ -257,8 +269,7 @@ class SearchRepository:
         return merge_hits(hits, more, params["limit"], by_recency=paged)
 
     def _run(self, sql: str, params: dict[str, Any]) -> list[SearchHit]:
-        rows = self._rows(sql, params)
-        return [SearchHit(int(r[0]), r[1], r[2], r[3] or "", float(r[4])) for r in rows]
+        return [_hit(r) for r in self._rows(sql, params)]
 
     def _words(
         self, terms: list[str], signs: list[str], filters: str, params: dict[str, Any]
@@ -284,18 +295,21 @@ class SearchRepository:
         )
         if "before" in params:
             return self._run(newest, params)
-        counts = [self._hit_count(p, RANK_CUTOFF + 1) for p in phrases]
+        counts = self._known.counts
+        if counts is None or len(counts) != len(phrases):
+            # Not probed with the facts: the index was not live when last seen.
+            counts = [self._hit_count(p, RANK_CUTOFF + 1) for p in phrases]
         if max(counts) > RANK_CUTOFF:
             # bm25 visits every row of every term before it scores one candidate: past
             # RANK_CUTOFF hits that alone costs more than the rest of the query.
             return self._run(newest, {**params, "before": _ABOVE_ALL})
         if min(counts) <= params["limit"]:
             # Every hit is returned: one scan ranks them and cuts each one's snippet.
-            sql = _RANK_ALL.format(snip=snip, filters=filters)
+            sql = RANK_ALL.format(snip=snip, filters=filters)
         else:
             # The snippet (which tokenizes the whole row) is cut for the returned rows
             # only, not for every candidate: a second scan of the candidates' rowid range.
-            sql = _RANK_TOP.format(snip=snip, filters=filters)
+            sql = RANK_TOP.format(snip=snip, filters=filters)
         ranked = self._run(sql, {**params, "cap": CANDIDATE_CAP})
         want = params["limit"]
         if want <= CANDIDATE_CAP or len(ranked) < CANDIDATE_CAP:
@@ -306,9 +320,29 @@ class SearchRepository:
         rest = self._run(newest, {**params, "before": oldest, "limit": want - len(ranked)})
         return ranked + rest
 
+    def _facts(self, phrases: list[str]) -> Facts:
+        """The schema cookie, the indexes with rows beyond their cap and, while the index
+        is live as last seen, each phrase's bounded count: one statement."""
+        guarded = self._is_live is not None
+        if guarded and self._live_at is None:
+            phrases = []  # not live as last seen: never read the index before is_live
+        params: dict[str, Any] = {f"ph{i}": p for i, p in enumerate(phrases)}
+        if phrases:
+            params["n"] = RANK_CUTOFF + 1
+            if guarded:
+                params["seen"] = self._live_at
+        row = self._rows(facts_sql(len(phrases), guarded), params)[0]
+        n_ix = len(fts.INDEXES)
+        long_rows = frozenset(
+            ix.name for ix, hit in zip(fts.INDEXES, row[1 : 1 + n_ix], strict=True) if hit
+        )
+        probes = list(row[1 + n_ix :])
+        counts = None if not phrases or None in probes else [int(c) for c in probes]
+        return Facts(int(row[0]), long_rows, counts)
+
     def _hit_count(self, phrase: str, n: int) -> int:
         """How many rows one term matches, counting stops at ``n``."""
-        return int(self._rows(_PROBE, {"phrase": phrase, "n": n})[0][0])
+        return int(self._rows(PROBE, {"phrase": phrase, "n": n})[0][0])
 
     def _trigram(
         self, long_terms: list[str], short: list[str], filters: str, params: dict[str, Any]
@@ -375,4 +409,6 @@ class SearchRepository:
         The length condition is the partial index's own: SQLite then visits only those
         rows (none in most stores) instead of measuring every row's text.
         """
+        if ix.name not in self._known.long_rows:
+            return []  # the facts statement found no such row: nothing to scan
         return self._like(terms, filters, params, where=fts.long_row_condition("m", ix.cap))

@@ -192,3 +192,34 @@ def test_text_beyond_the_cap_is_matched_literally_never_as_a_pattern(store: Stat
     literal = store.append_message(sid, _message("user", filler + "load 100% done"))
     assert [h.message_id for h in store.search("100%")] == [literal]
     assert [h.message_id for h in store.search("d 1_0")] == []
+
+
+def _own(seen: list[str]) -> list[str]:
+    # The library's statements: not SQLite's trigger steps ("-- ...") nor FTS5's reads of
+    # its own shadow tables ("... FROM 'main'.'messages_fts_config'").
+    return [s for s in seen if not s.startswith("--") and "'main'." not in s]
+
+
+def test_long_rows_are_scanned_only_once_a_row_exceeds_a_cap_and_then_at_once(
+    store: StateStore,
+) -> None:
+    sid = _session(store)
+    older = [store.append_message(sid, _message("user", f"tailneedle {n}")) for n in range(30)]
+    store.search("tailneedle")  # warm-up: the index state is read once per schema cookie
+    long_condition = fts.long_row_condition("m", fts.WORD_CAP)
+    with _statements(store) as seen:
+        ranked = store.search("tailneedle")
+        page = store.search_page("tailneedle")
+    assert {h.message_id for h in ranked} <= set(older) and len(ranked) == 20
+    assert [h.message_id for h in page.hits] == older[::-1][:20]
+    # No row exceeds a cap: a ranked word search is the facts statement and the ranking,
+    # a page the facts statement and the page; no LIKE scan of the long rows.
+    own = _own(seen)
+    assert len(own) == 4, own
+    assert not [s for s in own if long_condition in s and " LIKE " in s]
+    # A long row written since (this process, no schema change) is scanned at once.
+    filler = "lorem ipsum " * (fts.WORD_CAP // 12 + 1)
+    long_id = store.append_message(sid, _message("assistant", filler + "tailneedle end"))
+    hits = store.search("tailneedle", limit=100)
+    assert long_id in [h.message_id for h in hits]
+    assert [h.message_id for h in store.search_page("tailneedle", limit=1).hits] == [long_id]
