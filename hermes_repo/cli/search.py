@@ -21,6 +21,10 @@ if TYPE_CHECKING:
 __all__ = ["search_command"]
 
 
+# Pages of --page: 1,000,000 pages of --limit 1,000 are more hits than any store holds.
+MAX_PAGE = 1_000_000
+
+
 @click.command("search")
 @click.argument("query")
 @limit_option(20, "Hits at most.")
@@ -34,9 +38,11 @@ __all__ = ["search_command"]
 )
 @click.option(
     "--page",
-    type=click.IntRange(min=1),
+    # A page past the last hit is empty; the bound keeps the walk to it finite.
+    type=click.IntRange(min=1, max=MAX_PAGE),
     metavar="N",
-    help="Page through every hit, newest first: the N-th page of --limit hits.",
+    help="Page through every hit, newest first: the N-th page of --limit hits "
+    f"(at most {MAX_PAGE:,}; --cursor goes on from any page).",
 )
 @json_option()
 @click.pass_obj
@@ -89,7 +95,10 @@ def search_command(
     if paged:
         found = page_after(cursor)
         for _ in range((page or 1) - 1):  # --page N: walked by cursor, one cheap query each
-            found = page_after(found.cursor) if found.cursor else SearchPage([], None)
+            if found.cursor is None:  # past the last hit: every later page is empty
+                found = SearchPage([], None)
+                break
+            found = page_after(found.cursor)
         hits, next_cursor = found.hits, found.cursor
     else:
         hits = state.store.search(
