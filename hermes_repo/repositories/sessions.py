@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -156,7 +157,22 @@ class SessionRepository:
         """Create the session if it is missing; True when it was created."""
         if self.exists(session_id):
             return False
-        self.create(source, id=session_id, started_at=started_at)
+        db = self._db
+        dialect = db.get_bind().dialect if isinstance(db, Session) else db.dialect
+        if dialect.name == "sqlite":
+            # Writers are serialised (BEGIN IMMEDIATE): nobody creates it in between.
+            self.create(source, id=session_id, started_at=started_at)
+            return True
+        # On a server another host may create it between the check and the insert (the
+        # first flush of a session on several hosts at once): the insert runs in a
+        # savepoint, and losing that race means the session exists, as asked.
+        try:
+            with db.begin_nested():
+                self.create(source, id=session_id, started_at=started_at)
+        except (IntegrityError, IntegrityViolation):
+            if self.exists(session_id):
+                return False
+            raise
         return True
 
     def exists(self, session_id: str) -> bool:

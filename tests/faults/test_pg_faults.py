@@ -294,3 +294,39 @@ def test_an_append_to_a_missing_session_still_names_the_session(pg_store: StateS
         pg_store.append_message("nosuch", {"role": "user", "content": "x"})
     pg_store.append_message(sid, {"role": "user", "content": "two"})
     assert pg_store.get_session(sid).message_count == 2
+
+
+def test_a_session_created_by_another_host_mid_unit_is_found_not_a_failure(
+    pg_store: StateStore, pg_url: str
+) -> None:
+    """Two hosts flushing the first messages of one session: the one whose insert of the
+    session waits on the other's uncommitted row finds it created and writes on."""
+    other = _admin(pg_url)
+    other.autocommit = False
+    other.execute("INSERT INTO sessions (id, source, started_at) VALUES ('both', 'cli', 0)")
+    result: list[object] = []
+
+    def flush() -> None:
+        try:
+            result.append(pg_store.write(lambda uow: uow.sessions.ensure("both")))
+        except BaseException as exc:  # reported below
+            result.append(exc)
+
+    writer = threading.Thread(target=flush)
+    writer.start()
+    watch = _admin(pg_url)
+    # The writer's insert of the session waits on the other host's uncommitted row.
+    while not watch.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+    ).fetchone()[0]:  # type: ignore[index]
+        assert writer.is_alive(), result
+    other.commit()
+    writer.join(timeout=30)
+    other.close()
+    watch.close()
+
+    assert result == [False]
+    with pg_store.unit_of_work() as uow:
+        uow.messages.append("both", {"role": "user", "content": "after the race"})
+        uow.commit()
+    assert [m["content"] for m in pg_store.load_conversation("both").messages] == ["after the race"]
