@@ -24,6 +24,9 @@ FORBIDDEN = [
     ("hermes_repo.ops", "hermes_repo.cli"),
     ("hermes_repo.salvage", "hermes_repo.cli"),
     ("hermes_repo.salvage", "hermes_repo.ops"),
+    ("hermes_repo.store", "hermes_repo.integrations"),
+    ("hermes_repo.ops", "hermes_repo.integrations"),
+    ("hermes_repo.cli", "hermes_repo.integrations"),
 ]
 # The write core and everything below it never reach the layers above.
 CORE = (
@@ -44,6 +47,7 @@ ABOVE_CORE = (
     "hermes_repo.ops",
     "hermes_repo.salvage",
     "hermes_repo.cli",
+    "hermes_repo.integrations",
 )
 
 
@@ -160,6 +164,20 @@ def test_no_import_runs_up_a_layer() -> None:
         or (a.startswith(CORE) and b.startswith(ABOVE_CORE))
     ]
     assert upward == []
+
+
+def test_integrations_use_only_the_public_api() -> None:
+    # A framework's door is what any user could build: the names `hermes_repo` exports
+    # (StateStore, its unit of work, the errors), never the write core behind them.
+    edges = _graph()
+    reached = {
+        (a, b)
+        for a, deps in edges.items()
+        if a.startswith("hermes_repo.integrations")
+        for b in deps
+        if not b.startswith("hermes_repo.integrations")
+    }
+    assert {b for _, b in reached} <= {"hermes_repo"}, sorted(reached)
 
 
 def _names(node: ast.Import | ast.ImportFrom) -> list[str]:
