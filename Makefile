@@ -2,7 +2,7 @@
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: test test-pg install lint format typecheck check ci clean
+.PHONY: test test-pg test-frameworks install lint format typecheck check ci clean
 
 test:
 	python3 -m venv $(VENV) && $(BIN)/pip install -e '.[dev]' && $(BIN)/python -m pytest
@@ -11,6 +11,10 @@ test:
 # after (scripts/test_pg.sh; needs the PostgreSQL server binaries).
 test-pg:
 	PYTHON=$(BIN)/python bash scripts/test_pg.sh
+
+# The OpenAI Agents SDK's own session tests against HermesSession (fetches its sdist).
+test-frameworks:
+	framework_tests/openai_agents/run.sh $(BIN)/python
 
 install:
 	python3 -m venv $(VENV) && $(BIN)/pip install -e '.[dev]'

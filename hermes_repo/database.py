@@ -507,22 +507,28 @@ class Database:
         return run_with_retry(attempt, policy or self.read_policy)
 
     def load_messages(
-        self, session_id: str, *, include_inactive: bool = False, with_ids: bool = False
+        self,
+        session_id: str,
+        *,
+        include_inactive: bool = False,
+        with_ids: bool = False,
+        last: int | None = None,
     ) -> list[dict[str, Any]]:
         """A session's messages in replay order (see :meth:`StateStore.load_conversation`),
-        read on the driver's cursor in one ``fetchall``; a read transaction, retried."""
+        or only its newest ``last``, read on the driver's cursor in one ``fetchall``; a
+        read transaction, retried."""
 
         def run(conn: Connection) -> list[dict[str, Any]]:
             if not self.backend.cursor_fast_path:
                 return MessageRepository(conn).list(
-                    session_id, include_inactive=include_inactive, with_ids=with_ids
+                    session_id, include_inactive=include_inactive, with_ids=with_ids, last=last
                 )
             dbapi = conn.connection.dbapi_connection
             assert dbapi is not None
             cursor = dbapi.cursor()
             try:
                 return MessageRepository(cursor).list(
-                    session_id, include_inactive=include_inactive, with_ids=with_ids
+                    session_id, include_inactive=include_inactive, with_ids=with_ids, last=last
                 )
             finally:
                 cursor.close()

@@ -21,6 +21,7 @@ from .engine import Driver, DriverName, create_store_engine, db_path_for_home
 from .engine_pg import PgTarget, resolve_url
 from .errors import (
     ImportSourceError,
+    IntegrityViolation,
     StateDbCorruptError,
 )
 from .health import StoreHealth, journal_notes, store_health
@@ -378,8 +379,11 @@ class StateStore:
         repair: bool = False,
         include_inactive: bool = False,
         with_ids: bool = False,
+        last: int | None = None,
     ) -> Conversation:
-        """The session's messages in replay order.
+        """The session's messages in replay order; with ``last``, only the newest
+        ``last`` of them (still in replay order; a tail of a long session is read
+        without its head).
 
         ``include_inactive`` adds archived audit rows (marked ``active: False``). Internal
         row ids are stripped unless ``with_ids``.
@@ -392,6 +396,8 @@ class StateStore:
         ``include_inactive`` (an audit view is never reconciled).
         """
         check_session_id(session_id)
+        if last is not None and (isinstance(last, bool) or not isinstance(last, int) or last < 0):
+            raise IntegrityViolation(f"last must be a whole number >= 0, got {last!r}")
         if repair and not include_inactive:
             # Its first read is outside any write lock: a transient failure there is
             # replayed (the write unit inside has its own budget and is not multiplied).
@@ -399,9 +405,12 @@ class StateStore:
                 lambda: reconcile_session(self, session_id, with_ids=with_ids),
                 self.read_policy,
             )
-            return Conversation(messages=result.messages, repairs=result.repairs)
+            kept = result.messages
+            if last is not None:
+                kept = kept[max(0, len(kept) - last) :]
+            return Conversation(messages=kept, repairs=result.repairs)
         messages = self.database.load_messages(
-            session_id, include_inactive=include_inactive, with_ids=with_ids
+            session_id, include_inactive=include_inactive, with_ids=with_ids, last=last
         )
         return Conversation(messages=messages, repairs=0)
 

@@ -91,12 +91,13 @@ def _dialect_name(db: Connection | Session) -> str:
 
 
 # The session's messages in replay order, one statement per shape of the read (archived
-# rows or not, after an id or not, a limit or not), compiled once on first use.
-_LISTS: dict[tuple[bool, bool, bool], Statement] = {}
+# rows or not, after an id or not, a limit or not, the first or the newest rows), compiled
+# once on first use.
+_LISTS: dict[tuple[bool, bool, bool, bool], Statement] = {}
 
 
-def _list_statement(include_inactive: bool, after: bool, limit: bool) -> Statement:
-    key = (include_inactive, after, limit)
+def _list_statement(include_inactive: bool, after: bool, limit: bool, newest: bool) -> Statement:
+    key = (include_inactive, after, limit, newest)
     stmt = _LISTS.get(key)
     if stmt is None:
         query = select(*_columns).where(_messages.c.session_id == bindparam("sid"))
@@ -104,12 +105,21 @@ def _list_statement(include_inactive: bool, after: bool, limit: bool) -> Stateme
             query = query.where(_messages.c.active == bindparam("active"))
         if after:
             query = query.where(_messages.c.id > bindparam("after_id"))
-        query = query.order_by(_messages.c.id)
+        # The newest rows are read backwards on the (session_id, id) index and turned
+        # round by the caller: a tail of a long session never reads its head.
+        query = query.order_by(_messages.c.id.desc() if newest else _messages.c.id)
         if limit:
             # An explicit offset: SQLite's LIMIT renders one, which a cursor must be given.
             query = query.limit(bindparam("limit")).offset(bindparam("offset"))
         stmt = _LISTS[key] = Statement(query)
     return stmt
+
+
+_archive_active = (
+    update(_messages)
+    .where(_messages.c.session_id == bindparam("sid"), _messages.c.active == 1)
+    .values(active=0, archive_reason=bindparam("reason"))
+)
 
 
 class MessageRepository:
@@ -203,20 +213,30 @@ class MessageRepository:
         with_ids: bool = False,
         after_id: int | None = None,
         limit: int | None = None,
+        last: int | None = None,
     ) -> list[dict[str, Any]]:
         """The session's messages in replay order (by id); active ones unless asked.
 
-        Runs on a driver cursor too (the store's load path).
+        ``limit``: the first ``limit`` of them; ``last``: only the newest ``last``, still
+        in replay order. Runs on a driver cursor too (the store's load path).
         """
-        stmt = _list_statement(include_inactive, after_id is not None, limit is not None)
+        if limit is not None and last is not None:
+            raise ValueError("pass limit (the first rows) or last (the newest), not both")
+        count = limit if last is None else last
+        stmt = _list_statement(
+            include_inactive, after_id is not None, count is not None, last is not None
+        )
         params: dict[str, Any] = {"sid": session_id, "active": 1}
         if after_id is not None:
             params["after_id"] = after_id
-        if limit is not None:
-            params["limit"] = limit
+        if count is not None:
+            params["limit"] = count
             params["offset"] = 0
         convert = row_to_message
-        return [convert(r, with_ids=with_ids) for r in rows(self._db, stmt, params)]
+        found = [convert(r, with_ids=with_ids) for r in rows(self._db, stmt, params)]
+        if last is not None:
+            found.reverse()
+        return found
 
     def states(self, session_id: str) -> dict[str, tuple[int, str | None]]:
         """Every stored uid of the session with its ``active`` flag and archive reason."""
@@ -234,6 +254,15 @@ class MessageRepository:
             .where(_messages.c.session_id == session_id, _messages.c.uid == uid)
             .values(active=1 if active else 0, archive_reason=None if active else reason)
         )
+
+    def archive_all(self, session_id: str, *, reason: str) -> int:
+        """Archive every active row of the session with ``reason``; returns how many.
+
+        The rows stay (an audit, found by ``include_inactive`` reads); call
+        :meth:`recount` after, in the same unit of work.
+        """
+        result = self._session.execute(_archive_active, {"sid": session_id, "reason": reason})
+        return int(result.rowcount)  # type: ignore[attr-defined]
 
     def uids(self, session_id: str) -> set[str]:
         """Every uid stored for the session (active or archived)."""

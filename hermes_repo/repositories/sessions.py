@@ -152,23 +152,28 @@ class SessionRepository:
             raise NotFoundError(f"session {session_id!r} does not exist")
 
     def ensure(
-        self, session_id: str, *, source: str = "cli", started_at: float | None = None
+        self,
+        session_id: str,
+        *,
+        source: str = "cli",
+        started_at: float | None = None,
+        title: str | None = None,
     ) -> bool:
-        """Create the session if it is missing; True when it was created."""
+        """Create the session if it is missing (with ``title``); True when it was created."""
         if self.exists(session_id):
             return False
         db = self._db
         dialect = db.get_bind().dialect if isinstance(db, Session) else db.dialect
         if dialect.name == "sqlite":
             # Writers are serialised (BEGIN IMMEDIATE): nobody creates it in between.
-            self.create(source, id=session_id, started_at=started_at)
+            self.create(source, id=session_id, started_at=started_at, title=title)
             return True
         # On a server another host may create it between the check and the insert (the
         # first flush of a session on several hosts at once): the insert runs in a
         # savepoint, and losing that race means the session exists, as asked.
         try:
             with db.begin_nested():
-                self.create(source, id=session_id, started_at=started_at)
+                self.create(source, id=session_id, started_at=started_at, title=title)
         except (IntegrityError, IntegrityViolation):
             if self.exists(session_id):
                 return False

@@ -1,0 +1,110 @@
+"""OpenAI Agents SDK items as message rows and back, exactly.
+
+An item (``TResponseInputItem``: an easy message, an output message, a function call or
+its output, a reasoning item...) becomes one message row of the session:
+
+* its text lives in the row's ``content`` (the first of ``content``, ``output``,
+  ``arguments``, ``summary`` it has, lifted out as it is), so full-text search and the
+  CLI see it without the row holding it twice;
+* the rest of the item, and where the lifted key stood, live in one ``extra`` key, so
+  the item comes back with the same keys in the same order and the same values;
+* ``role`` is the item's own when hermes knows it (``developer`` is shown as
+  ``system``), ``tool`` for a ``*_output`` item and ``assistant`` for the other
+  model-made items: what an operator reading the session expects;
+* ``display_only``: the framework replays its own items. Hermes' transcript repair
+  merges consecutive same-role rows and drops tool rows without a call, which is right
+  for a chat transcript and wrong for a list of Responses items (an output message and
+  the function call after it are both ``assistant``); repair leaves display-only rows
+  alone.
+
+The items are first taken through JSON, as the SDK's own ``SQLiteSession`` stores them
+(``json.dumps``): what comes back is what ``json.loads`` gives there (tuples as lists,
+integer keys as text), and what JSON cannot hold is refused before anything is written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from hermes_repo import IntegrityViolation
+
+__all__ = ["ITEM_KEY", "SOURCE", "item_to_message", "message_to_item", "normalise_items"]
+
+#: The ``source`` of sessions written through the OpenAI Agents SDK.
+SOURCE = "openai-agents"
+#: The ``extra`` key of a row that holds an item (the item less its lifted text).
+ITEM_KEY = "openai_agents_item"
+
+# Where an item keeps the text a person searches for, in order of preference.
+_TEXT_KEYS = ("content", "output", "arguments", "summary")
+_ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
+
+
+def normalise_items(items: Sequence[Any]) -> list[dict[str, Any]]:
+    """The items as ``json.loads(json.dumps(item))`` gives them; refuses what JSON
+    cannot hold (NaN, bytes, objects) with the item's index, before anything is written."""
+    if isinstance(items, str | bytes | Mapping) or not isinstance(items, Sequence):
+        raise IntegrityViolation(
+            f"add_items takes a list of items, got {type(items).__name__}; pass [item, ...]"
+        )
+    normalised: list[dict[str, Any]] = []
+    for index, item in enumerate(items):
+        if not isinstance(item, Mapping):
+            raise IntegrityViolation(
+                f"item {index} is a {type(item).__name__}, not a dict; pass items such as "
+                '{"role": "user", "content": "..."}'
+            )
+        try:
+            text = json.dumps(item, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise IntegrityViolation(
+                f"item {index} cannot be stored as JSON ({exc}); pass plain JSON values "
+                "(text, finite numbers, lists, dicts): nothing of this call was written"
+            ) from exc
+        normalised.append(json.loads(text))
+    return normalised
+
+
+def item_to_message(item: dict[str, Any], *, now: float | None = None) -> dict[str, Any]:
+    """The message row for a normalised ``item`` (with a fresh ``uid`` and ``timestamp``)."""
+    role = _ROLES.get(item["role"]) if isinstance(item.get("role"), str) else None
+    if role is None:
+        kind = item.get("type")
+        role = "tool" if isinstance(kind, str) and kind.endswith("_output") else "assistant"
+    message: dict[str, Any] = {
+        "role": role,
+        "uid": os.urandom(16).hex(),
+        "timestamp": time.time() if now is None else now,
+        "display_only": True,
+    }
+    rest = dict(item)
+    envelope: dict[str, Any] = {}
+    for key in _TEXT_KEYS:
+        if key in rest:
+            envelope["key"] = key
+            envelope["at"] = list(rest).index(key)
+            message["content"] = rest.pop(key)
+            break
+    envelope["item"] = rest
+    message[ITEM_KEY] = envelope
+    return message
+
+
+def message_to_item(message: Mapping[str, Any]) -> dict[str, Any]:
+    """The item a row holds, as it was given; a row written through another door (no
+    item in it) comes back as an easy input message of its role and content."""
+    envelope = message.get(ITEM_KEY)
+    if not isinstance(envelope, Mapping) or not isinstance(envelope.get("item"), Mapping):
+        return {"role": message.get("role"), "content": message.get("content")}
+    rest: Mapping[str, Any] = envelope["item"]
+    key = envelope.get("key")
+    if not isinstance(key, str):
+        return dict(rest)
+    pairs = list(rest.items())
+    at = envelope.get("at")
+    pairs.insert(at if isinstance(at, int) else len(pairs), (key, message.get("content")))
+    return dict(pairs)

@@ -1,0 +1,339 @@
+"""A ``Session`` for the OpenAI Agents SDK that keeps its items in a hermes store.
+
+::
+
+    from agents import Agent, Runner
+    from hermes_repo.integrations.openai_agents import HermesSession
+
+    session = HermesSession("support-42")          # the store of $HERMES_HOME, else ~/.hermes
+    result = await Runner.run(agent, "Where is my order?", session=session)
+
+What the store adds over the SDK's ``SQLiteSession``:
+
+* a write the database cannot take (locked past the budget, disk full, damaged file) is
+  spooled to ``sessions/<sid>.pending.jsonl`` and replayed exactly once; the session
+  still returns those items meanwhile;
+* ``pop_item`` and ``clear_session`` archive rows with a reason, never delete them
+  (``hermes-repo sessions show SID --include-inactive`` shows them);
+* every item is an ordinary message row: ``hermes-repo search`` finds its text (CJK
+  included), and ``doctor``, ``snapshot`` and the repair tools work on the session;
+* a locked database is retried within a budget, a damaged file is quarantined.
+
+Every call runs the store's blocking work in a worker thread: the event loop never waits
+on SQLite, a lock or an fsync.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import re
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from hermes_repo import (
+    ConfigurationError,
+    DatabaseBusyError,
+    IntegrityViolation,
+    NotFoundError,
+    StateStore,
+    StorageFullError,
+    StoreClosedError,
+    TranscriptWriter,
+    UnitOfWork,
+    WriteFailedError,
+)
+
+from ._agents_items import SOURCE, item_to_message, message_to_item, normalise_items
+
+try:
+    from agents.memory.session_settings import (
+        SessionSettings,
+        coerce_session_settings,
+        resolve_session_limit,
+    )
+except ImportError as exc:  # pragma: no cover - the extra is part of the dev install
+    raise ImportError(
+        "hermes_repo.integrations.openai_agents needs the OpenAI Agents SDK; install it "
+        "with: pip install 'hermes_repo[openai-agents]'"
+    ) from exc
+
+__all__ = ["CLEAR_REASON", "POP_REASON", "SOURCE", "HermesSession", "session_key"]
+
+log = logging.getLogger("hermes_repo.integrations.openai_agents")
+
+T = TypeVar("T")
+
+#: The archive reason of a row removed by ``pop_item``.
+POP_REASON = "openai-agents: pop_item"
+#: The archive reason of the rows removed by ``clear_session``.
+CLEAR_REASON = "openai-agents: clear_session"
+
+_VALID_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+
+
+def session_key(session_id: str) -> str:
+    """The hermes session id that keeps the SDK session ``session_id``.
+
+    The id itself when hermes accepts it (letters, digits, ``._:-``, at most 128
+    characters), else ``oa-`` and 40 hex digits of its SHA-256: any text an application
+    uses (an e-mail address, a chat's title) gets a session, always the same one. The
+    SDK's id is the session's title either way.
+    """
+    if not isinstance(session_id, str) or not session_id:
+        raise IntegrityViolation(
+            f"session_id must be a non-empty string, got {session_id!r}; pass the conversation's id"
+        )
+    if _VALID_ID.fullmatch(session_id):
+        return session_id
+    digest = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"oa-{digest[:40]}"
+
+
+async def _settle(call: Callable[[], T]) -> T:
+    """Run a blocking mutation in a thread and wait for its outcome even if the caller
+    is cancelled meanwhile: the write runs on either way, so the cancellation is
+    delivered only once it is known whether it committed."""
+    task: asyncio.Future[T] = asyncio.ensure_future(asyncio.to_thread(call))
+    cancelled: asyncio.CancelledError | None = None
+    while not task.done():
+        try:
+            await asyncio.wait({task})
+        except asyncio.CancelledError as exc:
+            cancelled = cancelled or exc
+    if cancelled is not None:
+        if not task.cancelled():
+            task.exception()  # retrieved: the cancellation is what the caller gets
+        raise cancelled
+    return task.result()
+
+
+class HermesSession:
+    """The OpenAI Agents SDK's ``Session`` protocol on a hermes store.
+
+    ``HermesSession(session_id)`` opens the store of ``home`` (default
+    ``$HERMES_HOME``, else ``~/.hermes``) and closes it in :meth:`close`; pass ``store=``
+    to share one open :class:`~hermes_repo.StateStore` between sessions (it is then the
+    caller's to close). ``session_settings`` is a ``SessionSettings`` or a dict (unknown
+    keys are refused, as the SDK does); its ``limit`` is :meth:`get_items`'s default.
+    ``write_budget_s``: how long a locked database is waited for before items go to the
+    spool (default: the store's transcript budget).
+
+    Items must be JSON (as for ``SQLiteSession``); NaN and infinities are refused, and on
+    PostgreSQL so is U+0000 in text. Everything raised is a
+    :class:`~hermes_repo.HermesRepoError` naming the cause and the fix.
+    """
+
+    session_id: str
+    session_settings: SessionSettings | None = None
+
+    def __init__(
+        self,
+        session_id: str,
+        store: StateStore | None = None,
+        *,
+        home: str | os.PathLike[str] | None = None,
+        session_settings: SessionSettings | dict[str, Any] | None = None,
+        write_budget_s: float | None = None,
+    ) -> None:
+        self.session_id = session_id
+        self.key = session_key(session_id)
+        self.session_settings = (
+            coerce_session_settings(session_settings)
+            if session_settings is not None
+            else SessionSettings()
+        )
+        if store is not None and home is not None:
+            raise ConfigurationError(
+                "pass store= (an open store) or home= (a folder to open), not both"
+            )
+        self._owns_store = store is None
+        self.store = store if store is not None else StateStore.open(home)
+        self._writer: TranscriptWriter = self.store.transcript_writer(
+            self.key, write_budget_s=write_budget_s, source=SOURCE
+        )
+        self._pending: Path = self._writer.pending_path
+        # Items this session spooled and that are not in the database yet, oldest
+        # first: get_items still returns them, after the stored ones.
+        self._spooled: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        self._known = False  # the session row exists and is ours
+        try:
+            self._known = self._owned_here()
+        except BaseException:
+            self.close()
+            raise
+
+    def _owned_here(self) -> bool:
+        # Never read or archive rows of a session another door wrote: refused up front.
+        try:
+            found = self.store.get_session(self.key)
+        except NotFoundError:
+            return False
+        if found.source != SOURCE:
+            raise ConfigurationError(
+                f"session {self.key!r} was written by {found.source!r}, not through the "
+                "OpenAI Agents SDK; use another session_id (hermes-repo sessions list shows "
+                "the ones taken)"
+            )
+        return True
+
+    def __repr__(self) -> str:
+        return f"HermesSession({self.session_id!r}, store={self.store!r})"
+
+    # -- the protocol ------------------------------------------------------------------
+
+    async def get_items(self, limit: int | None = None) -> list[Any]:
+        """The session's items, oldest first; with ``limit`` (default: the settings'),
+        only the newest ``limit`` of them, still oldest first (0: none; a negative
+        limit: all, as ``SQLiteSession`` does)."""
+        self._check_open()
+        wanted = resolve_session_limit(limit, self.session_settings)
+        if wanted == 0:
+            return []
+        last = wanted if wanted is not None and wanted > 0 else None
+        return await asyncio.to_thread(self._get_items, last)
+
+    async def add_items(self, items: list[Any]) -> None:
+        """Append ``items`` in order, all in one transaction; when the database cannot
+        take them within the budget they are spooled (safe on disk, returned by
+        :meth:`get_items`, replayed exactly once by the next call or open)."""
+        self._check_open()
+        normalised = normalise_items(items)
+        if not normalised:
+            return
+        await _settle(lambda: self._add_items(normalised))
+
+    async def pop_item(self) -> Any | None:
+        """Remove the newest item and return it (None when there is none): its row is
+        archived with the reason :data:`POP_REASON`, never deleted."""
+        self._check_open()
+        return await _settle(self._pop_item)
+
+    async def clear_session(self) -> None:
+        """Remove every item: the rows are archived with the reason
+        :data:`CLEAR_REASON`, never deleted; the session stays and takes new items."""
+        self._check_open()
+        await _settle(self._clear_session)
+
+    def close(self) -> None:
+        """Close the session, and the store when this session opened it. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._owns_store:
+                self.store.close()
+
+    # -- the blocking halves, run in a worker thread -------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError(
+                f"HermesSession {self.session_id!r} is closed; create a new HermesSession"
+            )
+
+    def _ensure_session(self) -> None:
+        if self._known:
+            return
+        key = self.key
+
+        def work(uow: UnitOfWork) -> str:
+            uow.sessions.ensure(key, source=SOURCE, title=self.session_id)
+            return uow.sessions.require(key).source
+
+        try:
+            # Within the writer's budget: a locked database must spool the items, not
+            # fail the call on the session row.
+            source = self.store.write(work, self._writer.policy)
+        except WriteFailedError:
+            return  # the flush spools; the row (and its title) comes with a later call
+        if source != SOURCE:
+            self._owned_here()  # raises, naming the session's source
+        self._known = True
+
+    def _replay_spooled(self, *, required: bool) -> None:
+        # A spool left by this session, or by an earlier process for this session id.
+        if not self._spooled and not self._pending.exists():
+            return
+        report = self.store.recover_pending(self.key)
+        if not self._pending.exists():
+            self._spooled.clear()
+            return
+        if required:
+            raise DatabaseBusyError(
+                f"items of session {self.session_id!r} are still in the spool "
+                f"({'; '.join(report.errors) or 'not replayed'}); retry when the database "
+                "takes writes again, or run: hermes-repo pending recover"
+            )
+
+    def _get_items(self, last: int | None) -> list[Any]:
+        with self._lock:
+            self._replay_spooled(required=False)
+            spooled = list(self._spooled)
+        messages = self.store.load_conversation(self.key, last=last).messages
+        items = [message_to_item(m) for m in messages] + spooled
+        return items if last is None else items[max(0, len(items) - last) :]
+
+    def _add_items(self, items: list[dict[str, Any]]) -> None:
+        with self._lock:
+            self._ensure_session()
+            self._replay_spooled(required=False)
+            messages = [item_to_message(item) for item in items]
+            result = self._writer.flush(messages)
+            if result.rejections:
+                reasons = "; ".join(f"item {r.index}: {r.reason}" for r in result.rejections)
+                raise IntegrityViolation(
+                    f"{result.rejected} item(s) can never be stored ({reasons}); the other "
+                    f"{len(items) - result.rejected} were saved and the refused ones kept in "
+                    f"sessions/ beside the store; pass plain JSON values"
+                )
+            if result.unsaved:
+                # Neither the database nor the spool took them: a full or failing disk.
+                raise StorageFullError(
+                    f"{result.unsaved} item(s) were not saved: {result.error}; nothing was "
+                    "lost that was saved before, retry add_items"
+                )
+            if result.spooled:
+                spooled = set(result.spooled_uids)
+                self._spooled += [
+                    item for item, m in zip(items, messages, strict=True) if m["uid"] in spooled
+                ]
+                log.warning(
+                    "session %s: %d item(s) spooled (%s); they are replayed by the next call",
+                    self.session_id,
+                    result.spooled,
+                    result.error,
+                )
+
+    def _pop_item(self) -> Any | None:
+        with self._lock:
+            self._replay_spooled(required=True)
+            key = self.key
+
+            def work(uow: UnitOfWork) -> dict[str, Any] | None:
+                newest = uow.messages.list(key, last=1)
+                if not newest:
+                    return None
+                uow.messages.set_active(key, newest[0]["uid"], False, reason=POP_REASON)
+                uow.messages.recount(key)
+                return newest[0]
+
+            popped = self.store.write(work)
+        return None if popped is None else message_to_item(popped)
+
+    def _clear_session(self) -> None:
+        with self._lock:
+            self._replay_spooled(required=True)
+            key = self.key
+
+            def work(uow: UnitOfWork) -> None:
+                if uow.messages.archive_all(key, reason=CLEAR_REASON):
+                    uow.messages.recount(key)
+
+            self.store.write(work)
