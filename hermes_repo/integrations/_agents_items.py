@@ -97,14 +97,15 @@ def item_to_message(item: dict[str, Any], *, now: float | None = None) -> dict[s
 def message_to_item(message: Mapping[str, Any]) -> dict[str, Any]:
     """The item a row holds, as it was given; a row written through another door (no
     item in it) comes back as an easy input message of its role and content."""
-    envelope = message.get(ITEM_KEY)
-    if not isinstance(envelope, Mapping) or not isinstance(envelope.get("item"), Mapping):
+    # Exact-type checks: a read of 50 items runs this 50 times, and rows are plain dicts.
+    envelope: Any = message.get(ITEM_KEY)
+    rest: Any = envelope.get("item") if envelope.__class__ is dict else None
+    if rest.__class__ is not dict:
         return {"role": message.get("role"), "content": message.get("content")}
-    rest: Mapping[str, Any] = envelope["item"]
     key = envelope.get("key")
-    if not isinstance(key, str):
+    if key is None:
         return dict(rest)
     pairs = list(rest.items())
     at = envelope.get("at")
-    pairs.insert(at if isinstance(at, int) else len(pairs), (key, message.get("content")))
+    pairs.insert(at if at.__class__ is int else len(pairs), (key, message.get("content")))
     return dict(pairs)
