@@ -31,7 +31,9 @@ import logging
 import os
 import re
 import threading
+import weakref
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -94,6 +96,37 @@ def session_key(session_id: str) -> str:
     return f"oa-{digest[:40]}"
 
 
+@dataclass
+class _Door:
+    """What every HermesSession of one session on one open store shares: the writer
+    (which uids it knows are committed: loaded once, not per HermesSession), the items
+    spooled and not yet in the database, and the lock that orders the calls."""
+
+    writer: TranscriptWriter
+    spooled: list[dict[str, Any]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    known: bool = False  # the session row exists and is ours
+
+
+_doors: weakref.WeakKeyDictionary[StateStore, dict[tuple[str, float | None], _Door]] = (
+    weakref.WeakKeyDictionary()
+)
+_doors_lock = threading.Lock()
+
+
+def _door(store: StateStore, key: str, write_budget_s: float | None) -> _Door:
+    # A gateway builds a HermesSession per request: one writer per session and store
+    # (TranscriptWriter's intended use) keeps the first flush's read of every stored
+    # uid from being paid again on each.
+    with _doors_lock:
+        doors = _doors.setdefault(store, {})
+        door = doors.get((key, write_budget_s))
+        if door is None:
+            writer = store.transcript_writer(key, write_budget_s=write_budget_s, source=SOURCE)
+            door = doors[(key, write_budget_s)] = _Door(writer)
+        return door
+
+
 async def _settle(call: Callable[[], T]) -> T:
     """Run a blocking mutation in a thread and wait for its outcome even if the caller
     is cancelled meanwhile: the write runs on either way, so the cancellation is
@@ -153,18 +186,18 @@ class HermesSession:
             )
         self._owns_store = store is None
         self.store = store if store is not None else StateStore.open(home)
-        self._writer: TranscriptWriter = self.store.transcript_writer(
-            self.key, write_budget_s=write_budget_s, source=SOURCE
-        )
+        self._door = _door(self.store, self.key, write_budget_s)
+        self._writer: TranscriptWriter = self._door.writer
         self._pending: Path = self._writer.pending_path
-        # Items this session spooled and that are not in the database yet, oldest
-        # first: get_items still returns them, after the stored ones.
-        self._spooled: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
+        # Items spooled and not in the database yet, oldest first: get_items still
+        # returns them, after the stored ones. Shared by the session's HermesSessions.
+        self._spooled: list[dict[str, Any]] = self._door.spooled
+        self._lock = self._door.lock
+        self._close_lock = threading.Lock()
         self._closed = False
-        self._known = False  # the session row exists and is ours
         try:
-            self._known = self._owned_here()
+            if not self._door.known:
+                self._door.known = self._owned_here()
         except BaseException:
             self.close()
             raise
@@ -223,7 +256,7 @@ class HermesSession:
 
     def close(self) -> None:
         """Close the session, and the store when this session opened it. Idempotent."""
-        with self._lock:
+        with self._close_lock:
             if self._closed:
                 return
             self._closed = True
@@ -239,7 +272,7 @@ class HermesSession:
             )
 
     def _ensure_session(self) -> None:
-        if self._known:
+        if self._door.known:
             return
         key = self.key
 
@@ -255,15 +288,18 @@ class HermesSession:
             return  # the flush spools; the row (and its title) comes with a later call
         if source != SOURCE:
             self._owned_here()  # raises, naming the session's source
-        self._known = True
+        self._door.known = True
 
     def _replay_spooled(self, *, required: bool) -> None:
         # A spool left by this session, or by an earlier process for this session id.
         if not self._spooled and not self._pending.exists():
             return
-        report = self.store.recover_pending(self.key)
+        # A read tries once (it must not wait on a writer's lock: the spooled items are
+        # returned from memory meanwhile); pop and clear wait as a write does.
+        budget = self._writer.policy.budget_s if required else 0.0
+        report = self.store.recover_pending(self.key, write_budget_s=budget)
         if not self._pending.exists():
-            self._spooled.clear()
+            self._spooled.clear()  # in place: the list is the door's
             return
         if required:
             raise DatabaseBusyError(
@@ -283,9 +319,11 @@ class HermesSession:
     def _add_items(self, items: list[dict[str, Any]]) -> None:
         with self._lock:
             self._ensure_session()
-            self._replay_spooled(required=False)
             messages = [item_to_message(item) for item in items]
+            # The flush writes the session's spooled backlog first, then these.
             result = self._writer.flush(messages)
+            if self._spooled and not self._pending.exists():
+                self._spooled.clear()
             if result.rejections:
                 reasons = "; ".join(f"item {r.index}: {r.reason}" for r in result.rejections)
                 raise IntegrityViolation(

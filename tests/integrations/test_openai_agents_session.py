@@ -241,6 +241,23 @@ async def test_a_locked_database_spools_the_items_and_the_session_still_has_them
         assert await HermesSession("spooled", store).get_items() == ITEMS[:5]
 
 
+async def test_every_session_object_of_one_session_sees_the_spooled_items(
+    home: Path, tmp_path: Path
+) -> None:
+    # A gateway builds a HermesSession per request: what one spooled, the next returns.
+    with StateStore.open(home) as store:
+        first = HermesSession("shared", store, write_budget_s=0.3)
+        await first.add_items([ITEMS[0]])
+        with write_lock_held_by_another_process(home / "state.db", tmp_path):
+            await first.add_items([ITEMS[1]])
+            first.close()
+            second = HermesSession("shared", store, write_budget_s=0.3)
+            assert await second.get_items() == ITEMS[:2]
+        assert await HermesSession("shared", store).pop_item() == ITEMS[1]
+        assert await second.get_items() == ITEMS[:1]
+        assert len(_ids_of_rows(store, "shared")) == 2
+
+
 async def test_a_write_waiting_on_a_lock_never_blocks_the_event_loop(
     home: Path, tmp_path: Path
 ) -> None:
