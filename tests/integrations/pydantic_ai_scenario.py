@@ -149,10 +149,16 @@ async def scenario(store: ConversationStore) -> tuple[list[tuple[str, Any]], dic
 
     current = await store.load("c1")
     assert current is not None
-    await rec("branch stale", store.branch("c1", at=1, expected_revision=first.conversation.revision))
+    await rec(
+        "branch stale", store.branch("c1", at=1, expected_revision=first.conversation.revision)
+    )
     await rec("branch range", store.branch("c1", at=99, expected_revision=current.revision))
-    await rec("branch both", store.branch("c1", at=1, from_entry="x", expected_revision=current.revision))
-    await rec("branch scope", store.branch("c1", at=2, expected_revision=current.revision, scope="bob"))
+    await rec(
+        "branch both", store.branch("c1", at=1, from_entry="x", expected_revision=current.revision)
+    )
+    await rec(
+        "branch scope", store.branch("c1", at=2, expected_revision=current.revision, scope="bob")
+    )
     branched = await rec("branch at", store.branch("c1", at=4, expected_revision=current.revision))
     await turn(branched, "branch")
     history = await store.load_entries("c1")
@@ -161,7 +167,8 @@ async def scenario(store: ConversationStore) -> tuple[list[tuple[str, Any]], dic
     left_tip = record.branches[0]
     current = await store.load("c1")
     await rec(
-        "branch from_entry", store.branch("c1", from_entry=left_tip, expected_revision=current.revision)
+        "branch from_entry",
+        store.branch("c1", from_entry=left_tip, expected_revision=current.revision),
     )
     current = await store.load("c1")
     await rec(

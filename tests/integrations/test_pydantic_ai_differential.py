@@ -28,7 +28,9 @@ async def test_every_observable_result_matches_the_in_memory_store_and_survives_
     for (name, got), (_, want) in zip(normalized(actual), normalized(expected), strict=True):
         assert got == want, name
     # The script saw conflicts, scope refusals and errors, not only successes.
-    errors = {value["error"] for _, value in expected if isinstance(value, dict) and "error" in value}
+    errors = {
+        value["error"] for _, value in expected if isinstance(value, dict) and "error" in value
+    }
     assert errors == {"ConversationConflict", "UserError"}
 
     store.close()
