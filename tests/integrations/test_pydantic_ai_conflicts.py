@@ -30,6 +30,16 @@ def _save_in_thread(
         outcome.append(exc)
 
 
+def _race(
+    barrier: threading.Barrier,
+    conversations: HermesConversationStore,
+    result: Any,
+    outcome: list[Any],
+) -> None:
+    barrier.wait()  # both start their save together
+    _save_in_thread(conversations, result, outcome)
+
+
 async def test_racing_saves_of_one_revision_one_wins_the_other_conflicts_and_writes_nothing(
     backend: str, store: StateStore
 ) -> None:
@@ -44,12 +54,10 @@ async def test_racing_saves_of_one_revision_one_wins_the_other_conflicts_and_wri
         ]
         outcomes: list[list[Any]] = [[], []]
         barrier = threading.Barrier(2)
-
-        def writer(i: int) -> None:
-            barrier.wait()
-            _save_in_thread(conversations, results[i], outcomes[i])
-
-        threads = [threading.Thread(target=writer, args=(i,)) for i in range(2)]
+        threads = [
+            threading.Thread(target=_race, args=(barrier, conversations, results[i], outcomes[i]))
+            for i in range(2)
+        ]
         for t in threads:
             t.start()
         for t in threads:
