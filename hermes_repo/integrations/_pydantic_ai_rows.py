@@ -19,13 +19,13 @@ from pydantic import TypeAdapter
 from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse
 
-from hermes_repo import HermesRepoError
+from hermes_repo import SessionTakenError
 
 __all__ = [
     "ENTRY_KEY",
     "RECORD_KEY",
     "SOURCE",
-    "ConversationIdTakenError",
+    "check_owner",
     "entry_from_row",
     "entry_row",
     "record_from_json",
@@ -47,11 +47,6 @@ _RECORD = TypeAdapter(ConversationRecord)
 _YEAR_3000 = 32503680000.0
 
 
-class ConversationIdTakenError(HermesRepoError):
-    """The session a conversation id maps to belongs to something else (another
-    source's session, or another conversation's): nothing is read from or written to it."""
-
-
 def session_id_for(conversation_id: str) -> str:
     """The session holding ``conversation_id``: the id itself when it is a valid session
     id, else ``pai-`` and 40 hex digits of its SHA-256 (the original is the session's
@@ -70,9 +65,9 @@ def session_id_for(conversation_id: str) -> str:
 def check_owner(
     conversation_id: str, session_id: str, source: str, extra: Mapping[str, Any]
 ) -> None:
-    """Refuse a session that is not this conversation's (see :class:`ConversationIdTakenError`)."""
+    """Refuse a session that is not this conversation's (see :class:`SessionTakenError`)."""
     if source != SOURCE:
-        raise ConversationIdTakenError(
+        raise SessionTakenError(
             f"conversation {conversation_id!r} maps to session {session_id!r}, which is a "
             f"session of source {source!r}, not {SOURCE!r}: the conversation store never "
             "writes into another source's session; use another conversation_id (or move "
@@ -80,7 +75,7 @@ def check_owner(
         )
     stored = extra.get(RECORD_KEY)
     if stored is not None and stored.get("conversation_id") != conversation_id:
-        raise ConversationIdTakenError(
+        raise SessionTakenError(
             f"conversation {conversation_id!r} maps to session {session_id!r}, which holds "
             f"conversation {stored.get('conversation_id')!r}: use another conversation_id"
         )

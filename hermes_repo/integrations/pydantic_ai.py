@@ -31,7 +31,6 @@ try:
         ENTRY_KEY,
         RECORD_KEY,
         SOURCE,
-        ConversationIdTakenError,
         check_owner,
         entry_from_row,
         entry_row,
@@ -45,9 +44,9 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra ins
         "pip install 'hermes_repo[pydantic-ai]'"
     ) from exc
 
-from hermes_repo import StateStore, UnitOfWork
+from hermes_repo import SessionTakenError, StateStore, UnitOfWork
 
-__all__ = ["ConversationIdTakenError", "HermesConversationStore", "session_id_for"]
+__all__ = ["HermesConversationStore", "SessionTakenError", "session_id_for"]
 
 #: The archive reason of the rows of a conversation deleted through pydantic-ai.
 DELETE_REASON = "pydantic-ai ConversationStore.delete: conversation deleted"
@@ -67,13 +66,13 @@ class HermesConversationStore(ConversationStore):
     consecutive same-role rows and drops unpaired tool rows, which would corrupt the
     branches, and it never touches display-only rows. A session of another source (or
     of another conversation) under the id is refused with
-    :class:`ConversationIdTakenError`.
+    :class:`SessionTakenError`.
 
     **What delete does:** nothing is deleted. :meth:`delete_record` removes the record
     (so the conversation no longer loads or lists) and archives the conversation's
     active rows with the reason "pydantic-ai ConversationStore.delete": they leave
-    search and hermes' replay, and stay for the audit (``hermes-repo sessions show
-    --all``). Entries are never released: :meth:`read_entry` still finds archived rows,
+    search and hermes' replay, and stay for the audit (``hermes-repo sessions show SID
+    --include-inactive``). Entries are never released: :meth:`read_entry` still finds archived rows,
     so a fork whose history runs into a deleted conversation keeps loading. To erase the
     messages, delete the session with hermes' own tools. A conversation saved again
     under a deleted id starts afresh in the same session.

@@ -22,12 +22,8 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from hermes_repo import HermesRepoError, StateStore
-from hermes_repo.integrations.pydantic_ai import (
-    ConversationIdTakenError,
-    HermesConversationStore,
-    session_id_for,
-)
+from hermes_repo import HermesRepoError, SessionTakenError, StateStore
+from hermes_repo.integrations.pydantic_ai import HermesConversationStore, session_id_for
 from tests.integrations.pydantic_ai_scenario import agent
 
 
@@ -88,9 +84,7 @@ async def test_a_session_of_another_source_under_the_id_is_refused_and_left_alon
 ) -> None:
     store.write(lambda uow: uow.sessions.create("cli", id="mine", title="an agent's own"))
     conversations = HermesConversationStore(store)
-    with pytest.raises(
-        ConversationIdTakenError, match=r"source 'cli'.*use another conversation_id"
-    ):
+    with pytest.raises(SessionTakenError, match=r"source 'cli'.*use another conversation_id"):
         await _say(conversations, "mine", "hello")
     with pytest.raises(HermesRepoError):
         await conversations.load("mine")
@@ -109,7 +103,7 @@ async def test_a_conversation_whose_id_is_another_ones_derived_session_id_is_ref
 ) -> None:
     conversations = HermesConversationStore(store)
     await _say(conversations, "a b", "first")
-    with pytest.raises(ConversationIdTakenError, match="holds conversation 'a b'"):
+    with pytest.raises(SessionTakenError, match="holds conversation 'a b'"):
         await _say(conversations, session_id_for("a b"), "second")
     loaded = await conversations.load("a b")
     assert loaded is not None and len(loaded.messages) == 2
