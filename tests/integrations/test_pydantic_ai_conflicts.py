@@ -112,3 +112,31 @@ async def test_a_save_that_meets_an_uncommitted_save_waits_then_conflicts(
     record = await conversations.read_record("held")
     assert record is not None and record.revision == "other"
     assert store.get_session("held").message_count == len(first.all_messages())
+
+
+async def test_racing_first_saves_of_one_new_id_one_creates_the_other_conflicts(
+    backend: str, store: StateStore
+) -> None:
+    conversations = HermesConversationStore(store)
+    for round_ in range(6):
+        cid = f"new-{round_}"
+        results = [
+            await agent.run(PROMPTS["first"], conversation=Conversation(conversation_id=cid))
+            for _ in range(2)
+        ]
+        outcomes: list[list[Any]] = [[], []]
+        barrier = threading.Barrier(2)
+        threads = [
+            threading.Thread(target=_race, args=(barrier, conversations, results[i], outcomes[i]))
+            for i in range(2)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        # Never the store's own duplicate-session error: the loser lost a race.
+        assert sorted(type(o[0]).__name__ for o in outcomes) == ["ConversationConflict", "list"]
+        winner = next(i for i in range(2) if isinstance(outcomes[i][0], list))
+        stored = await conversations.load(cid)
+        assert stored is not None and stored.messages == results[winner].all_messages()
+        assert store.get_session(cid).message_count == len(stored.messages)

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pydantic_ai.conversation import Conversation
+from pydantic_ai.conversation_store import ConversationEntry
 from pydantic_ai.messages import (
     ModelMessagesTypeAdapter,
     ModelRequest,
@@ -23,6 +24,7 @@ from pydantic_ai.messages import (
 )
 
 from hermes_repo import HermesRepoError, SessionTakenError, StateStore
+from hermes_repo.integrations._pydantic_ai_rows import entry_row
 from hermes_repo.integrations.pydantic_ai import HermesConversationStore, session_id_for
 from tests.integrations.pydantic_ai_scenario import agent
 
@@ -141,3 +143,24 @@ async def test_every_store_call_runs_off_the_event_loop_thread(store: StateStore
     with pytest.raises(LookupError):
         await conversations.read_entry("no-such-entry")
     assert len(threads) >= 10 and threading.get_ident() not in threads
+
+
+async def test_an_entry_id_is_only_looked_up_among_pydantic_ai_sessions(store: StateStore) -> None:
+    conversations = HermesConversationStore(store)
+    await _say(conversations, "mine-too", "hi")
+    entries = await conversations.load_entries("mine-too")
+    assert entries is not None
+    # Another source's row shaped exactly like an entry is not one.
+    message = ModelRequest(parts=[UserPromptPart(content="not a conversation's")])
+    forged = entry_row(ConversationEntry(id="forged-entry", parent_id=None, message=message))
+
+    def other_session(uow: Any) -> None:
+        uow.sessions.create("cli", id="other")
+        uow.messages.append("other", forged)
+        uow.messages.append("other", {**forged, "uid": entries[0].id})
+
+    store.write(other_session)
+    with pytest.raises(LookupError):
+        await conversations.read_entry("forged-entry")
+    assert await conversations.read_entry(entries[0].id) == entries[0]
+    assert await conversations.load_entries("mine-too") == entries
