@@ -70,8 +70,7 @@ def check_owner(
         raise SessionTakenError(
             f"conversation {conversation_id!r} maps to session {session_id!r}, which is a "
             f"session of source {source!r}, not {SOURCE!r}: the conversation store never "
-            "writes into another source's session; use another conversation_id (or move "
-            "that session away with `hermes-repo sessions` tools)"
+            "writes into another source's session; use another conversation_id"
         )
     stored = extra.get(RECORD_KEY)
     if stored is not None and stored.get("conversation_id") != conversation_id:

@@ -68,14 +68,19 @@ class HermesConversationStore(ConversationStore):
     of another conversation) under the id is refused with
     :class:`SessionTakenError`.
 
-    **What delete does:** nothing is deleted. :meth:`delete_record` removes the record
+    **What delete does:** no row is deleted. :meth:`delete_record` removes the record
     (so the conversation no longer loads or lists) and archives the conversation's
     active rows with the reason "pydantic-ai ConversationStore.delete": they leave
-    search and hermes' replay, and stay for the audit (``hermes-repo sessions show SID
-    --include-inactive``). Entries are never released: :meth:`read_entry` still finds archived rows,
-    so a fork whose history runs into a deleted conversation keeps loading. To erase the
-    messages, delete the session with hermes' own tools. A conversation saved again
-    under a deleted id starts afresh in the same session.
+    search and hermes' replay, and stay for the audit (``hermes-repo sessions show
+    SID --include-inactive``). Entries are never released: :meth:`read_entry` still
+    finds archived rows, so a fork whose history runs into a deleted conversation keeps
+    loading. Don't rely on delete to erase messages: hermes_repo never deletes a
+    message row. A conversation saved again under a deleted id starts afresh in the
+    same session (the old rows stay archived).
+
+    Reads run as units of work too (on SQLite they take the write lock briefly, and so
+    wait for a busy writer within the store's budget like any write). Listing reads
+    the records of every pydantic-ai session: it grows with their number.
 
     Every save is one unit of work on the store (retried whole on a locked or busy
     database): the compare-and-set of the record on its revision (the session row is
