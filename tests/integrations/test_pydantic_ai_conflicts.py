@@ -40,6 +40,21 @@ def _race(
     _save_in_thread(conversations, result, outcome)
 
 
+def _save_both_at_once(conversations: HermesConversationStore, results: list[Any]) -> list[Any]:
+    """Save each result in its own thread, started together: what each save returned or raised."""
+    outcomes: list[list[Any]] = [[] for _ in results]
+    barrier = threading.Barrier(len(results))
+    threads = [
+        threading.Thread(target=_race, args=(barrier, conversations, result, outcome))
+        for result, outcome in zip(results, outcomes, strict=True)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return [outcome[0] for outcome in outcomes]
+
+
 async def test_racing_saves_of_one_revision_one_wins_the_other_conflicts_and_writes_nothing(
     backend: str, store: StateStore
 ) -> None:
@@ -52,19 +67,10 @@ async def test_racing_saves_of_one_revision_one_wins_the_other_conflicts_and_wri
             await agent.run(PROMPTS["second"], conversation=await conversations.load("race"))
             for _ in range(2)
         ]
-        outcomes: list[list[Any]] = [[], []]
-        barrier = threading.Barrier(2)
-        threads = [
-            threading.Thread(target=_race, args=(barrier, conversations, results[i], outcomes[i]))
-            for i in range(2)
-        ]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        kinds = sorted(type(o[0]).__name__ for o in outcomes)
+        outcomes = _save_both_at_once(conversations, results)
+        kinds = sorted(type(o).__name__ for o in outcomes)
         assert kinds == ["ConversationConflict", "list"], outcomes
-        winner = next(i for i in range(2) if isinstance(outcomes[i][0], list))
+        winner = next(i for i in range(2) if isinstance(outcomes[i], list))
         stored = await conversations.load("race")
         assert stored is not None
         assert stored.revision == results[winner].conversation.revision
@@ -124,19 +130,10 @@ async def test_racing_first_saves_of_one_new_id_one_creates_the_other_conflicts(
             await agent.run(PROMPTS["first"], conversation=Conversation(conversation_id=cid))
             for _ in range(2)
         ]
-        outcomes: list[list[Any]] = [[], []]
-        barrier = threading.Barrier(2)
-        threads = [
-            threading.Thread(target=_race, args=(barrier, conversations, results[i], outcomes[i]))
-            for i in range(2)
-        ]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        outcomes = _save_both_at_once(conversations, results)
         # Never the store's own duplicate-session error: the loser lost a race.
-        assert sorted(type(o[0]).__name__ for o in outcomes) == ["ConversationConflict", "list"]
-        winner = next(i for i in range(2) if isinstance(outcomes[i][0], list))
+        assert sorted(type(o).__name__ for o in outcomes) == ["ConversationConflict", "list"]
+        winner = next(i for i in range(2) if isinstance(outcomes[i], list))
         stored = await conversations.load(cid)
         assert stored is not None and stored.messages == results[winner].all_messages()
         assert store.get_session(cid).message_count == len(stored.messages)
