@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from pydantic import TypeAdapter
-from pydantic_ai import Agent
+from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults
 from pydantic_ai.conversation import Conversation
 from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord, ConversationStore
 from pydantic_ai.exceptions import UserError
@@ -30,6 +30,16 @@ def weather(city: str) -> str:
     return f"{city}: 晴れ、気温は二十度 ☀️ 天气很好"
 
 
+# A run of this agent pauses for approval: the record carries the deferred requests.
+approving_agent = Agent(TestModel(), output_type=[str, DeferredToolRequests])
+
+
+@approving_agent.tool_plain(requires_approval=True)
+def delete_file(path: str) -> str:
+    """Delete a file (needs approval)."""
+    return f"削除しました {path} 🗑️"
+
+
 PROMPTS = {
     "first": "你好，世界！今日は良い天気ですね 🎉 东京的天气怎么样？",
     "second": "続けてください 🍣 请继续",
@@ -38,9 +48,11 @@ PROMPTS = {
     "fork": "フォークした会話 🍴 分叉对话",
     "again": "削除のあとで新しく 🆕 重新开始",
     "rewrite": "書き直し ✏️ 重写",
+    "approve": "このファイルを消してください 🗑️ 删除文件",
 }
 
 _RECORD = TypeAdapter(ConversationRecord)
+_DEFERRED = TypeAdapter(DeferredToolRequests)
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)?")
 
@@ -56,7 +68,11 @@ def conversation_json(conversation: Conversation | None) -> Any:
         "conversation_id": conversation.conversation_id,
         "messages": messages_json(conversation.messages),
         "usage": TypeAdapter(type(conversation.usage)).dump_python(conversation.usage, mode="json"),
-        "deferred": conversation.deferred_tool_requests is not None,
+        "deferred": (
+            None
+            if conversation.deferred_tool_requests is None
+            else _DEFERRED.dump_python(conversation.deferred_tool_requests, mode="json")
+        ),
         "revision": conversation.revision,
         "new_message_index": conversation.new_message_index,
     }
@@ -218,8 +234,25 @@ async def scenario(store: ConversationStore) -> tuple[list[tuple[str, Any]], dic
     )
     await turn(rewritten, "rewrite")
     await rec("load rewritten", store.load_entries("c1-fork"))
+
+    # A run that pauses for approval: the deferred requests travel with the record, a
+    # fork of the whole conversation and its answer.
+    paused = await approving_agent.run(
+        PROMPTS["approve"], conversation=Conversation(conversation_id="paused")
+    )
+    await rec("save paused", store.save(paused))
+    waiting = await rec("load paused", store.load("paused"))
+    await rec("fork paused", store.fork("paused", new_conversation_id="paused-fork"))
+    assert waiting is not None and waiting.deferred_tool_requests is not None
+    approvals = {call.tool_call_id: True for call in waiting.deferred_tool_requests.approvals}
+    answered = await approving_agent.run(
+        conversation=waiting, deferred_tool_results=DeferredToolResults(approvals=approvals)
+    )
+    await rec("save answered", store.save(answered))
+    final["paused"] = ModelMessagesTypeAdapter.dump_json(answered.all_messages())
+    await rec("load answered", store.load("paused"))
     await rec("list at the end", store.list_conversations())
-    for cid in ("c1", "c1-fork", "c1-fork-2", "c1-fork-fork"):
+    for cid in ("c1", "c1-fork", "c1-fork-2", "c1-fork-fork", "paused-fork"):
         loaded_now = await store.load(cid)
         if loaded_now is not None and cid not in final:
             final[cid] = ModelMessagesTypeAdapter.dump_json(loaded_now.messages)

@@ -40,4 +40,4 @@ async def test_every_observable_result_matches_the_in_memory_store_and_survives_
             loaded = await conversations.load(cid)
             assert loaded is not None, cid
             assert ModelMessagesTypeAdapter.dump_json(loaded.messages) == dumped, cid
-    assert set(final) == {"c1", "c1-fork", "c1-fork-2", "c1-fork-fork"}
+    assert set(final) == {"c1", "c1-fork", "c1-fork-2", "c1-fork-fork", "paused", "paused-fork"}
