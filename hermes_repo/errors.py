@@ -28,6 +28,7 @@ __all__ = [
     "QueryTimeoutError",
     "SchemaMismatchError",
     "SearchQueryError",
+    "SessionTakenError",
     "StateDbCorruptError",
     "StorageFullError",
     "StoreClosedError",
@@ -75,6 +76,12 @@ class NotFoundError(HermesRepoError):
 
 class IntegrityViolation(HermesRepoError):
     """A constraint refused the write (duplicate uid, bad role...): the input is at fault."""
+
+
+class SessionTakenError(IntegrityViolation):
+    """The session an id maps to belongs to someone else (a session of another source,
+    or another conversation of a framework's door): nothing is read from it or written
+    to it."""
 
 
 class ImportSourceError(HermesRepoError):

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from .errors import HermesRepoError, translate
 from .repositories import MessageRepository, MetaRepository, SessionRepository
+from .repositories.entries import EntryRepository
 
 __all__ = ["UnitOfWork"]
 
@@ -42,6 +43,7 @@ class UnitOfWork:
     sessions: SessionRepository
     messages: MessageRepository
     meta: MetaRepository
+    entries: EntryRepository
 
     def __init__(
         self,
@@ -76,6 +78,7 @@ class UnitOfWork:
         self.sessions = SessionRepository(self._conn, orm=lambda: self.session)
         self.messages = MessageRepository(self._conn)
         self.meta = MetaRepository(self._conn)
+        self.entries = EntryRepository(self._conn)
         return self
 
     def __exit__(

@@ -9,6 +9,7 @@ plausible epoch seconds (:func:`hermes_repo.codec.check_timestamp`).
 
 from __future__ import annotations
 
+import builtins
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -19,7 +20,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
-from ..codec import TEXT_MARK, check_timestamp, decode_text, dumps, encode_text
+from ..codec import TEXT_MARK, check_timestamp, decode_text, dumps, encode_text, loads
 from ..errors import IntegrityViolation, NotFoundError
 from ..ids import check_session_id, new_session_id, validate_session_id
 from ..models import AgentSession, sessions_table
@@ -218,3 +219,34 @@ class SessionRepository:
         )
         if result.rowcount == 0:  # type: ignore[attr-defined]
             raise NotFoundError(f"session {session_id!r} does not exist")
+
+    def source_and_extra(
+        self, session_id: str, *, lock: bool = False
+    ) -> tuple[str, dict[str, Any]] | None:
+        """The session's source and ``extra`` (``{}`` when it has none), or None when
+        the store has no such session.
+
+        With ``lock`` the row stays locked against other writers until the unit ends
+        (``FOR UPDATE`` on a server, where two units may run at once under READ
+        COMMITTED and the second then reads the row the first committed; a SQLite unit
+        holds the write lock already): what the caller decides on it and writes back
+        with :meth:`update` is a compare-and-set.
+        """
+        stmt = select(_sessions.c.source, _sessions.c.extra).where(
+            _sessions.c.id == check_session_id(session_id)
+        )
+        row = self._db.execute(stmt.with_for_update() if lock else stmt).first()
+        if row is None:
+            return None
+        source, extra = row
+        return decode_text(source), (loads(extra) if extra is not None else {})
+
+    def extras_of_source(self, source: str) -> builtins.list[tuple[str, dict[str, Any]]]:
+        """``(id, extra)`` of every session of ``source`` that has an ``extra``, in id
+        order: one statement, for a caller that keeps its own records there."""
+        stmt = (
+            select(_sessions.c.id, _sessions.c.extra)
+            .where(_sessions.c.source == encode_text(source), _sessions.c.extra.is_not(None))
+            .order_by(_sessions.c.id)
+        )
+        return [(sid, loads(extra)) for sid, extra in self._db.execute(stmt)]
