@@ -35,7 +35,7 @@ from .errors import (
 )
 from .hermes_import import HermesImportReport
 from .holders import StoreHeldError
-from .repositories import SearchHit
+from .repositories import EntryRepository, MessageRepository, SearchHit, SessionRepository
 from .repositories.search_paging import (
     MAX_SEARCH_LIMIT,
     SearchCursorError,
@@ -116,6 +116,7 @@ __all__ = [
     "CopyVerificationError",
     "DatabaseBusyError",
     "DoctorReadError",
+    "EntryRepository",
     "FlushResult",
     "HermesImportReport",
     "HermesRepoError",
@@ -124,6 +125,7 @@ __all__ = [
     "IntegrityViolation",
     "JournalFileError",
     "JsonlImportError",
+    "MessageRepository",
     "NotFoundError",
     "NotOnThisBackendError",
     "PageError",
@@ -144,6 +146,7 @@ __all__ = [
     "SearchPage",
     "SearchQueryError",
     "SessionInfo",
+    "SessionRepository",
     "SessionTakenError",
     "SnapshotBusyError",
     "SnapshotError",

@@ -42,6 +42,7 @@ from hermes_repo import (
     DatabaseBusyError,
     IntegrityViolation,
     NotFoundError,
+    SessionTakenError,
     StateStore,
     StorageFullError,
     StoreClosedError,
@@ -209,7 +210,7 @@ class HermesSession:
         except NotFoundError:
             return False
         if found.source != SOURCE:
-            raise ConfigurationError(
+            raise SessionTakenError(
                 f"session {self.key!r} was written by {found.source!r}, not through the "
                 "OpenAI Agents SDK; use another session_id (hermes-repo sessions list shows "
                 "the ones taken)"

@@ -44,7 +44,16 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra ins
         "pip install 'hermes_repo[pydantic-ai]'"
     ) from exc
 
-from hermes_repo import SessionTakenError, StateStore, UnitOfWork
+from sqlalchemy.engine import Connection
+
+from hermes_repo import (
+    EntryRepository,
+    MessageRepository,
+    SessionRepository,
+    SessionTakenError,
+    StateStore,
+    UnitOfWork,
+)
 
 __all__ = ["HermesConversationStore", "SessionTakenError", "session_id_for"]
 
@@ -78,9 +87,8 @@ class HermesConversationStore(ConversationStore):
     message row. A conversation saved again under a deleted id starts afresh in the
     same session (the old rows stay archived).
 
-    Reads run as units of work too (on SQLite they take the write lock briefly, and so
-    wait for a busy writer within the store's budget like any write). Listing reads
-    the records of every pydantic-ai session: it grows with their number.
+    Reads run in read transactions (a writer never blocks them on SQLite's WAL);
+    listing reads the records of every pydantic-ai session: it grows with their number.
 
     Every save is one unit of work on the store (retried whole on a locked or busy
     database): the compare-and-set of the record on its revision (the session row is
@@ -134,19 +142,19 @@ class HermesConversationStore(ConversationStore):
     def _run_read_record(self, conversation_id: str) -> ConversationRecord | None:
         sid = session_id_for(conversation_id)
 
-        def work(uow: UnitOfWork) -> dict[str, Any] | None:
-            state = uow.sessions.source_and_extra(sid)
+        def work(conn: Connection) -> dict[str, Any] | None:
+            state = SessionRepository(conn).source_and_extra(sid)
             if state is None:
                 return None
             check_owner(conversation_id, sid, *state)
             stored: dict[str, Any] | None = state[1].get(RECORD_KEY)
             return stored
 
-        stored = self.store.write(work)
+        stored = self.store.read(work)
         return None if stored is None else record_from_json(stored)
 
     def _run_read_records(self, scope: str | None, limit: int | None) -> list[ConversationRecord]:
-        stored = self.store.write(lambda uow: uow.sessions.extras_of_source(SOURCE))
+        stored = self.store.read(lambda conn: SessionRepository(conn).extras_of_source(SOURCE))
         records = [
             record_from_json(extra[RECORD_KEY]) for _, extra in stored if RECORD_KEY in extra
         ]
@@ -213,20 +221,21 @@ class HermesConversationStore(ConversationStore):
                 raise ConversationConflict(conversation_id)
             rest = {key: value for key, value in extra.items() if key != RECORD_KEY}
             uow.sessions.update(sid, title=conversation_id, extra=rest or None)
-            uow.entries.archive_active(sid, DELETE_REASON)
+            uow.messages.archive_all(sid, reason=DELETE_REASON)
             uow.messages.recount(sid)
 
         self.store.write(work)
 
     def _run_read_entry(self, entry_id: str) -> ConversationEntry:
-        found = self.store.write(lambda uow: uow.entries.find([entry_id], source=SOURCE))
+        found = self.store.read(lambda conn: EntryRepository(conn).find([entry_id], source=SOURCE))
         rows = [row for _, row in found if ENTRY_KEY in row]
         if not rows:
             raise KeyError(entry_id)  # a LookupError, as the framework expects
         return entry_from_row(rows[0])
 
     def _run_read_history(self, head_id: str, limit: int | None) -> list[ConversationEntry]:
-        def work(uow: UnitOfWork) -> list[dict[str, Any]]:
+        def work(conn: Connection) -> list[dict[str, Any]]:
+            entries, messages = EntryRepository(conn), MessageRepository(conn)
             rows: dict[str, dict[str, Any]] = {}
             read: set[str] = set()
             chain: list[dict[str, Any]] = []
@@ -235,13 +244,13 @@ class HermesConversationStore(ConversationStore):
                 if entry_id not in rows:
                     found = [
                         sid
-                        for sid, row in uow.entries.find([entry_id], source=SOURCE)
+                        for sid, row in entries.find([entry_id], source=SOURCE)
                         if ENTRY_KEY in row
                     ]
                     if not found or found[0] in read:
                         raise KeyError(entry_id)
                     read.add(found[0])
-                    for row in uow.messages.list(found[0], include_inactive=True):
+                    for row in messages.list(found[0], include_inactive=True):
                         if ENTRY_KEY in row:
                             rows[row["uid"]] = row
                 row = rows.pop(entry_id)  # popped: a cycle would end in a KeyError
@@ -249,5 +258,5 @@ class HermesConversationStore(ConversationStore):
                 entry_id = row[ENTRY_KEY]["parent_id"]
             return chain
 
-        chain = self.store.write(work)
+        chain = self.store.read(work)
         return [entry_from_row(row) for row in reversed(chain)]

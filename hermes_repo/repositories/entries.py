@@ -9,11 +9,10 @@ is confined to the sessions of the caller's source, each probed through the
 
 from __future__ import annotations
 
-import time
 from collections.abc import Collection
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
@@ -28,7 +27,7 @@ _columns = [_messages.c[name] for name in MESSAGE_COLUMNS]
 
 
 class EntryRepository:
-    """Reads and archives rows by uid inside the caller's transaction."""
+    """Reads rows by uid inside the caller's transaction."""
 
     def __init__(self, db: Connection | Session) -> None:
         self._db = db
@@ -47,15 +46,3 @@ class EntryRepository:
             .order_by(_messages.c.id)
         )
         return [(row[0], row_to_message(row[1:])) for row in self._db.execute(stmt)]
-
-    def archive_active(self, session_id: str, reason: str) -> int:
-        """Archive every active row of the session with ``reason`` (kept, never
-        deleted: they leave replay and search, the audit stays); returns how many.
-        The session's counters are the caller's to recount
-        (:meth:`MessageRepository.recount <hermes_repo.repositories.MessageRepository.recount>`)."""
-        result = self._db.execute(
-            update(_messages)
-            .where(_messages.c.session_id == session_id, _messages.c.active == 1)
-            .values(active=0, archived_at=time.time(), archive_reason=reason)
-        )
-        return int(result.rowcount)  # type: ignore[attr-defined]

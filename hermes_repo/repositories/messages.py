@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -118,7 +119,7 @@ def _list_statement(include_inactive: bool, after: bool, limit: bool, newest: bo
 _archive_active = (
     update(_messages)
     .where(_messages.c.session_id == bindparam("sid"), _messages.c.active == 1)
-    .values(active=0, archive_reason=bindparam("reason"))
+    .values(active=0, archived_at=bindparam("at"), archive_reason=bindparam("reason"))
 )
 
 
@@ -261,7 +262,8 @@ class MessageRepository:
         The rows stay (an audit, found by ``include_inactive`` reads); call
         :meth:`recount` after, in the same unit of work.
         """
-        result = self._session.execute(_archive_active, {"sid": session_id, "reason": reason})
+        params = {"sid": session_id, "at": time.time(), "reason": reason}
+        result = self._session.execute(_archive_active, params)
         return int(result.rowcount)  # type: ignore[attr-defined]
 
     def uids(self, session_id: str) -> set[str]:

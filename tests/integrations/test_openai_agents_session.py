@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hermes_repo import (
-    ConfigurationError,
     IntegrityViolation,
+    SessionTakenError,
     StateStore,
     StoreClosedError,
 )
@@ -210,7 +210,7 @@ def test_a_session_of_another_door_is_refused_not_written(store: StateStore) -> 
         uow.sessions.create("cli", id="cli-chat")
         uow.commit()
     store.append_message("cli-chat", {"role": "user", "content": "mine"})
-    with pytest.raises(ConfigurationError, match="was written by 'cli'"):
+    with pytest.raises(SessionTakenError, match="was written by 'cli'"):
         HermesSession("cli-chat", store)
     assert [m["content"] for m in store.load_conversation("cli-chat").messages] == ["mine"]
 

@@ -27,6 +27,7 @@ from hermes_repo import HermesRepoError, SessionTakenError, StateStore
 from hermes_repo.integrations._pydantic_ai_rows import entry_row
 from hermes_repo.integrations.pydantic_ai import HermesConversationStore, session_id_for
 from tests.integrations.pydantic_ai_scenario import agent
+from tests.support.locking import write_lock_held_by_another_process
 
 
 async def _say(conversations: HermesConversationStore, cid: str, text: str) -> Conversation:
@@ -123,13 +124,18 @@ def test_without_pydantic_ai_the_import_names_the_extra_to_install() -> None:
 
 async def test_every_store_call_runs_off_the_event_loop_thread(store: StateStore) -> None:
     threads: list[int] = []
-    write = store.write
+    write, read = store.write, store.read
 
     def recording_write(work: Any, *args: Any, **kwargs: Any) -> Any:
         threads.append(threading.get_ident())
         return write(work, *args, **kwargs)
 
+    def recording_read(work: Any, *args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.get_ident())
+        return read(work, *args, **kwargs)
+
     store.write = recording_write  # type: ignore[method-assign]
+    store.read = recording_read  # type: ignore[method-assign]
     conversations = HermesConversationStore(store)
     await _say(conversations, "off-loop", "hi")
     entries = await conversations.load_entries("off-loop")
@@ -164,3 +170,20 @@ async def test_an_entry_id_is_only_looked_up_among_pydantic_ai_sessions(store: S
         await conversations.read_entry("forged-entry")
     assert await conversations.read_entry(entries[0].id) == entries[0]
     assert await conversations.load_entries("mine-too") == entries
+
+
+async def test_loading_and_listing_never_wait_on_a_writer_holding_the_lock(
+    home: Path, tmp_path: Path
+) -> None:
+    # Reads run in read transactions: another process inside a write transaction does
+    # not hold them up (a read that took the write lock would fail after 0.2 s here).
+    with StateStore.open(home, write_budget_s=0.2) as store:
+        conversations = HermesConversationStore(store)
+        saved = await _say(conversations, "held", "读取不等待 読み取り")
+        with write_lock_held_by_another_process(home / "state.db", tmp_path):
+            loaded = await conversations.load("held")
+            assert loaded is not None and loaded.messages == saved.messages
+            assert [r.conversation_id for r in await conversations.list_conversations()] == ["held"]
+            entries = await conversations.load_entries("held")
+            assert entries is not None
+            assert (await conversations.read_entry(entries[0].id)).message == saved.messages[0]
