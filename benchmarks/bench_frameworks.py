@@ -9,6 +9,15 @@ runs alternate HermesSession, SQLiteSession, HermesSession... in one process:
 * add 100: ``add_items(items)`` of 100 items per call;
 * get 50: ``get_items(limit=50)`` on a session already holding 10,000 items.
 
+Then pydantic-ai's conversation store: ``HermesConversationStore`` against the
+framework's own ``InMemoryConversationStore`` (what pydantic-ai offers; it keeps nothing
+across a restart), the same calls interleaved:
+
+* save a turn: load a 1,000-message conversation, append a request and a response,
+  ``save`` (what an app does around each run);
+* load: ``load`` of that conversation;
+* list: ``list_conversations(limit=10)`` among 50 conversations.
+
 The ratio is HermesSession throughput / SQLiteSession throughput: above 1, HermesSession
 is faster. What differs besides the code: SQLiteSession runs the standard ``sqlite3``
 with SQLite's default ``synchronous=FULL`` in WAL mode, and stores the item's JSON
@@ -39,9 +48,13 @@ from _common import (
 )
 from agents import SQLiteSession
 from corpus_realistic import RealisticCorpus
+from pydantic_ai.conversation import Conversation
+from pydantic_ai.conversation_store import ConversationStore, InMemoryConversationStore
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 
 from hermes_repo import StateStore
 from hermes_repo.integrations.openai_agents import HermesSession
+from hermes_repo.integrations.pydantic_ai import HermesConversationStore
 
 NAME = "frameworks"
 HISTORY = 10_000
@@ -80,6 +93,101 @@ def agent_items(n: int, seed_offset: int) -> list[dict[str, Any]]:
                 }
             )
     return items[:n]
+
+
+def model_messages(n: int, seed_offset: int) -> list[ModelMessage]:
+    """``n`` pydantic-ai messages (requests and responses alternating) of corpus text."""
+    texts = [
+        m["content"] if isinstance(m.get("content"), str) else str(m.get("content"))
+        for m in RealisticCorpus().messages(n, seed_offset=seed_offset, plant=False)
+    ]
+    return [
+        ModelRequest(parts=[UserPromptPart(content=t)])
+        if i % 2 == 0
+        else ModelResponse(parts=[TextPart(content=t)])
+        for i, t in enumerate(texts)
+    ]
+
+
+def conversation_results(
+    run: Callable[[Callable[[], Coroutine[Any, Any, Any]]], Any],
+    store: StateStore,
+    runs: int,
+    quick: bool,
+) -> list[Result]:
+    """The pydantic-ai cases: HermesConversationStore (library) vs InMemory (raw)."""
+    turns = 5 if quick else 20  # saves per run
+    loads = 5 if quick else 20
+    lists = 20 if quick else 100
+    size = 200 if quick else 1_000
+    ours: ConversationStore = HermesConversationStore(store)
+    theirs: ConversationStore = InMemoryConversationStore()
+    history = model_messages(size, seed_offset=21)
+    extra = model_messages(2 * turns * runs, seed_offset=22)
+
+    async def seed(conversations: ConversationStore) -> None:
+        await conversations.save(Conversation(conversation_id="long", messages=list(history)))
+        for i in range(50):
+            pair = history[2 * i : 2 * i + 2]
+            await conversations.save(Conversation(conversation_id=f"c{i}", messages=list(pair)))
+
+    run(lambda: seed(ours))
+    run(lambda: seed(theirs))
+
+    def save_turns(conversations: ConversationStore) -> Callable[[int], None]:
+        def go(i: int) -> None:
+            async def body() -> None:
+                for t in range(turns):
+                    loaded = await conversations.load("long")
+                    assert loaded is not None
+                    k = 2 * (i * turns + t)
+                    loaded.messages.extend(extra[k : k + 2])
+                    await conversations.save(loaded)
+
+            run(body)
+
+        return go
+
+    def load_long(conversations: ConversationStore) -> Callable[[int], None]:
+        def go(i: int) -> None:
+            async def body() -> None:
+                for _ in range(loads):
+                    assert await conversations.load("long") is not None
+
+            run(body)
+
+        return go
+
+    def list_ten(conversations: ConversationStore) -> Callable[[int], None]:
+        def go(i: int) -> None:
+            async def body() -> None:
+                for _ in range(lists):
+                    assert len(await conversations.list_conversations(limit=10)) == 10
+
+            run(body)
+
+        return go
+
+    return [
+        interleave(
+            Result(f"save a turn (load {size:,} + save 2)", "ms", work=turns),
+            runs,
+            save_turns(ours),
+            save_turns(theirs),
+        ),
+        interleave(
+            Result(f"load a {size:,}-message conversation", "ms", work=loads),
+            runs,
+            load_long(ours),
+            load_long(theirs),
+        ),
+        interleave(
+            Result("list_conversations(limit=10) of 51", "ms", work=lists),
+            runs,
+            list_ten(ours),
+            list_ten(theirs),
+        ),
+    ]
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -192,6 +300,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         long_lib.close()
         long_sdk.close()
         store.close()
+        pydantic_store = StateStore.open(ws.home("pydantic"))
+        pydantic = conversation_results(run, pydantic_store, runs, args.quick)
+        pydantic_store.close()
     loop.close()
 
     print_table(
@@ -199,6 +310,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"hermes driver {driver().name}, SQLiteSession on the standard sqlite3",
         results,
     )
+    print_table(
+        "HermesConversationStore (library) vs pydantic-ai's InMemoryConversationStore (raw)",
+        pydantic,
+    )
+    results += pydantic
     data = payload(
         NAME,
         {
