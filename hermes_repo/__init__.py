@@ -35,6 +35,7 @@ from .errors import (
 )
 from .hermes_import import HermesImportReport
 from .holders import StoreHeldError
+from .ids import validate_session_id
 from .repositories import EntryRepository, MessageRepository, SearchHit, SessionRepository
 from .repositories.search_paging import (
     MAX_SEARCH_LIMIT,
@@ -166,6 +167,7 @@ __all__ = [
     "UnsafePathError",
     "WalSaveError",
     "WriteFailedError",
+    "validate_session_id",
 ]
 
 __version__ = "0.1.0"

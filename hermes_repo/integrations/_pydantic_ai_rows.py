@@ -10,8 +10,6 @@ text of the message.
 
 from __future__ import annotations
 
-import hashlib
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,6 +18,8 @@ from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse
 
 from hermes_repo import SessionTakenError
+
+from ._ids import door_session_id
 
 __all__ = [
     "ENTRY_KEY",
@@ -40,9 +40,6 @@ RECORD_KEY = "pydantic_ai_record"
 #: The message ``extra`` key holding an entry's parent, kind and message.
 ENTRY_KEY = "pydantic_ai_entry"
 
-# hermes session ids (hermes_repo.ids): also the spool's file names.
-_SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*")
-_MAX_SESSION_ID = 128
 _RECORD = TypeAdapter(ConversationRecord)
 _YEAR_3000 = 32503680000.0
 
@@ -51,15 +48,7 @@ def session_id_for(conversation_id: str) -> str:
     """The session holding ``conversation_id``: the id itself when it is a valid session
     id, else ``pai-`` and 40 hex digits of its SHA-256 (the original is the session's
     title and is in the record)."""
-    if (
-        len(conversation_id) <= _MAX_SESSION_ID
-        and ".." not in conversation_id
-        and _SESSION_ID.fullmatch(conversation_id)
-    ):
-        return conversation_id
-    # surrogatepass: a conversation id may hold a lone surrogate, and still maps to one id.
-    digest = hashlib.sha256(conversation_id.encode("utf-8", "surrogatepass")).hexdigest()
-    return f"pai-{digest[:40]}"
+    return door_session_id(conversation_id, "pai")
 
 
 def check_owner(

@@ -26,10 +26,8 @@ on SQLite, a lock or an fsync.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import os
-import re
 import threading
 import weakref
 from collections.abc import Callable
@@ -52,6 +50,7 @@ from hermes_repo import (
 )
 
 from ._agents_items import SOURCE, item_to_message, message_to_item, normalise_items
+from ._ids import door_session_id
 
 try:
     from agents.memory.session_settings import (
@@ -76,25 +75,17 @@ POP_REASON = "openai-agents: pop_item"
 #: The archive reason of the rows removed by ``clear_session``.
 CLEAR_REASON = "openai-agents: clear_session"
 
-_VALID_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
-
 
 def session_key(session_id: str) -> str:
-    """The hermes session id that keeps the SDK session ``session_id``.
-
-    The id itself when hermes accepts it (letters, digits, ``._:-``, at most 128
-    characters), else ``oa-`` and 40 hex digits of its SHA-256: any text an application
-    uses (an e-mail address, a chat's title) gets a session, always the same one. The
-    SDK's id is the session's title either way.
-    """
+    """The hermes session id that keeps the SDK session ``session_id``: the id itself
+    when hermes accepts it (letters, digits, ``._:-``, at most 128 characters, no
+    ``..``), else ``oa-`` and 40 hex digits of its SHA-256. The SDK's id is the session's
+    title either way."""
     if not isinstance(session_id, str) or not session_id:
         raise IntegrityViolation(
             f"session_id must be a non-empty string, got {session_id!r}; pass the conversation's id"
         )
-    if _VALID_ID.fullmatch(session_id):
-        return session_id
-    digest = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()
-    return f"oa-{digest[:40]}"
+    return door_session_id(session_id, "oa")
 
 
 @dataclass

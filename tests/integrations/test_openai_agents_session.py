@@ -192,7 +192,7 @@ async def test_a_closed_session_refuses_every_call_and_closes_only_its_own_store
 
 @pytest.mark.usefixtures("backend")
 async def test_any_session_id_gets_its_own_session_titled_with_it(store: StateStore) -> None:
-    odd = ["user@example.com thread #1", "聊天 🚀", "x" * 300, "-leading-dash"]
+    odd = ["user@example.com thread #1", "聊天 🚀", "x" * 300, "-leading-dash", "a..b"]
     for n, sid in enumerate(odd):
         await HermesSession(sid, store).add_items([{"role": "user", "content": f"n{n}"}])
     for n, sid in enumerate(odd):
