@@ -41,6 +41,7 @@ from hermes_repo import (
     IntegrityViolation,
     NotFoundError,
     SessionTakenError,
+    StateDbCorruptError,
     StateStore,
     StorageFullError,
     StoreClosedError,
@@ -328,6 +329,15 @@ class HermesSession:
                 raise StorageFullError(
                     f"{result.unsaved} item(s) were not saved: {result.error}; nothing was "
                     "lost that was saved before, retry add_items"
+                )
+            if result.spooled and self.store.quarantined:
+                # Kept in the salvage file, which only `sessions recover` brings back:
+                # not returned as if they were pending, and the caller must know.
+                raise StateDbCorruptError(
+                    f"the store's file is damaged and quarantined: {result.spooled} item(s) "
+                    f"of session {self.session_id!r} were kept in the salvage file under "
+                    f"sessions/ beside it ({result.error}); run hermes-repo doctor, then "
+                    "hermes-repo sessions recover"
                 )
             if result.spooled:
                 spooled = set(result.spooled_uids)

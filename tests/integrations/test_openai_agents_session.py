@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from hermes_repo import (
     IntegrityViolation,
     SessionTakenError,
+    StateDbCorruptError,
     StateStore,
     StoreClosedError,
 )
@@ -34,6 +35,7 @@ from hermes_repo.integrations.openai_agents import (
     session_key,
 )
 from tests.cli.conftest import run_cli
+from tests.support import damage
 from tests.support.locking import write_lock_held_by_another_process
 
 ITEMS: list[dict[str, Any]] = [
@@ -373,3 +375,23 @@ def test_the_rows_are_display_only_so_a_transcript_repair_leaves_them_alone(home
             "SELECT role, display_only FROM messages WHERE session_id = 'shape' ORDER BY id"
         ).fetchall()
     assert rows == [("assistant", 1), ("assistant", 1)]
+
+
+async def test_a_damaged_file_quarantines_and_the_items_are_kept_for_recovery(
+    home: Path, forget_quarantine: Any
+) -> None:
+    with StateStore.open(home) as store:
+        await HermesSession("damaged", store).add_items(ITEMS[:2])
+    db = forget_quarantine(home / "state.db")
+    damage.checkpoint_and_close(db)
+    damage.overwrite_page(db, damage.btree_pages(db, "messages")[-1])
+    store = StateStore.open(home)
+    try:
+        session = HermesSession("damaged", store)
+        with pytest.raises(StateDbCorruptError, match="sessions recover"):
+            await session.add_items([ITEMS[2]])
+        assert store.quarantined
+        kept = list((home / "sessions").glob("damaged*.jsonl"))
+        assert len(kept) == 1 and "東京" in kept[0].read_text(encoding="utf-8")
+    finally:
+        store.close()
