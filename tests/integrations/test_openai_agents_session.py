@@ -128,7 +128,7 @@ async def test_limit_returns_the_newest_items_oldest_first(store: StateStore) ->
 
 
 def test_unknown_settings_are_refused_as_the_sdk_refuses_them(store: StateStore) -> None:
-    with pytest.raises(Exception, match="limitt"):
+    with pytest.raises(TypeError, match="Unknown session settings: limitt"):  # the SDK's own
         HermesSession("s", store, session_settings={"limitt": 1})
 
 
