@@ -44,6 +44,20 @@ _TEXT_KEYS = ("content", "output", "arguments", "summary")
 _ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
 
 
+def _nul_free(value: Any) -> Any:
+    """``value``'s text for search with U+0000 as a space (a server's text columns
+    cannot hold it; the exact item is kept whole in ``extra``, where JSON escapes it)."""
+    if isinstance(value, str):
+        return value.replace("\x00", " ")
+    return None
+
+
+def _holds_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    return value is not None and "\\u0000" in json.dumps(value)
+
+
 def normalise_items(items: Sequence[Any]) -> list[dict[str, Any]]:
     """The items as ``json.loads(json.dumps(item))`` gives them; refuses what JSON
     cannot hold (NaN, bytes, objects) with the item's index, before anything is written."""
@@ -60,6 +74,11 @@ def normalise_items(items: Sequence[Any]) -> list[dict[str, Any]]:
             )
         try:
             text = json.dumps(item, allow_nan=False)
+        except RecursionError as exc:
+            raise IntegrityViolation(
+                f"item {index} is nested too deeply to store; flatten it: nothing of this "
+                "call was written"
+            ) from exc
         except (TypeError, ValueError) as exc:
             raise IntegrityViolation(
                 f"item {index} cannot be stored as JSON ({exc}); pass plain JSON values "
@@ -85,6 +104,11 @@ def item_to_message(item: dict[str, Any], *, now: float | None = None) -> dict[s
     envelope: dict[str, Any] = {}
     for key in _TEXT_KEYS:
         if key in rest:
+            if _holds_nul(rest[key]):
+                # Not lifted: on PostgreSQL the row's text could not hold it, and an
+                # item must be stored whole or not at all on every backend.
+                message["content"] = _nul_free(rest[key])
+                break
             envelope["key"] = key
             envelope["at"] = list(rest).index(key)
             message["content"] = rest.pop(key)

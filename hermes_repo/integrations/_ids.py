@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import re
 
 from hermes_repo import IntegrityViolation, validate_session_id
 
 __all__ = ["door_session_id"]
+
+_HASHED = re.compile(r"[0-9a-f]{40}")
 
 
 def door_session_id(framework_id: str, prefix: str) -> str:
@@ -15,8 +18,14 @@ def door_session_id(framework_id: str, prefix: str) -> str:
     SHA-256: any text an application uses (an e-mail address, emoji, 300 characters, a
     lone surrogate) gets a session, always the same one."""
     try:
-        return validate_session_id(framework_id)
+        valid = validate_session_id(framework_id)
     except IntegrityViolation:
         pass
+    else:
+        # A literal "<prefix>-<40 hex>" is hashed too: it would otherwise name the
+        # session of the id that hashes to it, and read or clear its items.
+        head, _, tail = valid.partition("-")
+        if head != prefix or not _HASHED.fullmatch(tail):
+            return valid
     digest = hashlib.sha256(framework_id.encode("utf-8", "surrogatepass")).hexdigest()
     return f"{prefix}-{digest[:40]}"

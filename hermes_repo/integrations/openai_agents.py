@@ -10,9 +10,11 @@
 
 What the store adds over the SDK's ``SQLiteSession``:
 
-* a write the database cannot take (locked past the budget, disk full, damaged file) is
-  spooled to ``sessions/<sid>.pending.jsonl`` and replayed exactly once; the session
-  still returns those items meanwhile;
+* a write the database cannot take in time (locked past the budget, a server away) is
+  spooled to ``sessions/<sid>.pending.jsonl`` and replayed exactly once; the session's
+  objects in this process still return those items meanwhile. On a damaged file the
+  items go to the salvage file and ``add_items`` raises ``StateDbCorruptError`` naming
+  ``hermes-repo sessions recover``; a full disk raises ``StorageFullError``;
 * ``pop_item`` and ``clear_session`` archive rows with a reason, never delete them
   (``hermes-repo sessions show SID --include-inactive`` shows them);
 * every item is an ordinary message row: ``hermes-repo search`` finds its text (CJK
@@ -26,7 +28,9 @@ on SQLite, a lock or an fsync.
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
+import math
 import os
 import threading
 import weakref
@@ -70,6 +74,9 @@ __all__ = ["CLEAR_REASON", "POP_REASON", "SOURCE", "HermesSession", "session_key
 log = logging.getLogger("hermes_repo.integrations.openai_agents")
 
 T = TypeVar("T")
+
+# A limit at least this large asks for every item.
+_ALL = 2**62
 
 #: The archive reason of a row removed by ``pop_item``.
 POP_REASON = "openai-agents: pop_item"
@@ -149,9 +156,9 @@ class HermesSession:
     ``write_budget_s``: how long a locked database is waited for before items go to the
     spool (default: the store's transcript budget).
 
-    Items must be JSON (as for ``SQLiteSession``); NaN and infinities are refused, and on
-    PostgreSQL so is U+0000 in text. Everything raised is a
-    :class:`~hermes_repo.HermesRepoError` naming the cause and the fix.
+    Items must be JSON (as for ``SQLiteSession``); NaN and infinities are refused. The
+    store's errors are :class:`~hermes_repo.HermesRepoError` subclasses naming the cause
+    and the fix (the SDK's own ``TypeError`` for unknown settings keys is left as it is).
     """
 
     session_id: str
@@ -177,22 +184,28 @@ class HermesSession:
             raise ConfigurationError(
                 "pass store= (an open store) or home= (a folder to open), not both"
             )
-        self._owns_store = store is None
-        self.store = store if store is not None else StateStore.open(home)
-        self._door = _door(self.store, self.key, write_budget_s)
-        self._writer: TranscriptWriter = self._door.writer
-        self._pending: Path = self._writer.pending_path
-        # Items spooled and not in the database yet, oldest first: get_items still
-        # returns them, after the stored ones. Shared by the session's HermesSessions.
-        self._spooled: list[dict[str, Any]] = self._door.spooled
-        self._lock = self._door.lock
+        if write_budget_s is not None and not (
+            isinstance(write_budget_s, int | float) and 0 <= write_budget_s < math.inf
+        ):
+            raise ConfigurationError(
+                f"write_budget_s must be a number of seconds >= 0, got {write_budget_s!r}"
+            )
         self._close_lock = threading.Lock()
         self._closed = False
+        self._owns_store = store is None
+        self.store = store if store is not None else StateStore.open(home)
         try:
+            self._door = _door(self.store, self.key, write_budget_s)
+            self._writer: TranscriptWriter = self._door.writer
+            self._pending: Path = self._writer.pending_path
+            # Items spooled and not in the database yet, oldest first: get_items still
+            # returns them, after the stored ones. Shared by the session's HermesSessions.
+            self._spooled: list[dict[str, Any]] = self._door.spooled
+            self._lock = self._door.lock
             if not self._door.known:
                 self._door.known = self._owned_here()
         except BaseException:
-            self.close()
+            self.close()  # an opened store is not left behind
             raise
 
     def _owned_here(self) -> bool:
@@ -207,7 +220,8 @@ class HermesSession:
                 "OpenAI Agents SDK; use another session_id (hermes-repo sessions list shows "
                 "the ones taken)"
             )
-        return True
+        # One a spool replay created has no title yet: the first write names it.
+        return found.title is not None
 
     def __repr__(self) -> str:
         return f"HermesSession({self.session_id!r}, store={self.store!r})"
@@ -220,9 +234,14 @@ class HermesSession:
         limit: all, as ``SQLiteSession`` does)."""
         self._check_open()
         wanted = resolve_session_limit(limit, self.session_settings)
+        if wanted is not None and (isinstance(wanted, bool) or not isinstance(wanted, int)):
+            raise IntegrityViolation(
+                f"limit must be a whole number or None, got {wanted!r}; pass e.g. limit=50"
+            )
         if wanted == 0:
             return []
-        last = wanted if wanted is not None and wanted > 0 else None
+        # Beyond any session's length (and SQLite's 64-bit LIMIT): the same as all.
+        last = wanted if wanted is not None and 0 < wanted < _ALL else None
         return await asyncio.to_thread(self._get_items, last)
 
     async def add_items(self, items: list[Any]) -> None:
@@ -270,7 +289,9 @@ class HermesSession:
         key = self.key
 
         def work(uow: UnitOfWork) -> str:
-            uow.sessions.ensure(key, source=SOURCE, title=self.session_id)
+            if not uow.sessions.ensure(key, source=SOURCE, title=self.session_id):
+                # Created by a spool replay (source recorded, no title): name it now.
+                uow.sessions.title_if_untitled(key, self.session_id)
             return uow.sessions.require(key).source
 
         try:
@@ -304,7 +325,8 @@ class HermesSession:
     def _get_items(self, last: int | None) -> list[Any]:
         with self._lock:
             self._replay_spooled(required=False)
-            spooled = list(self._spooled)
+            # Copies: a caller editing what it got must not edit what is pending.
+            spooled = copy.deepcopy(self._spooled)
         messages = self.store.load_conversation(self.key, last=last).messages
         items = [message_to_item(m) for m in messages] + spooled
         return items if last is None else items[max(0, len(items) - last) :]
@@ -357,6 +379,10 @@ class HermesSession:
             key = self.key
 
             def work(uow: UnitOfWork) -> dict[str, Any] | None:
+                # The session row locked first (FOR UPDATE on a server, where units run
+                # side by side under READ COMMITTED): two pops never take one item.
+                if uow.sessions.source_and_extra(key, lock=True) is None:
+                    return None
                 newest = uow.messages.list(key, last=1)
                 if not newest:
                     return None
@@ -373,6 +399,7 @@ class HermesSession:
             key = self.key
 
             def work(uow: UnitOfWork) -> None:
+                uow.sessions.source_and_extra(key, lock=True)  # ordered with the pops
                 if uow.messages.archive_all(key, reason=CLEAR_REASON):
                     uow.messages.recount(key)
 

@@ -250,3 +250,13 @@ class SessionRepository:
             .order_by(_sessions.c.id)
         )
         return [(sid, loads(extra)) for sid, extra in self._db.execute(stmt)]
+
+    def title_if_untitled(self, session_id: str, title: str) -> bool:
+        """Give the session ``title`` when it has none (a session a spool replay created
+        knows only its source); True when it was set. Touches no other field."""
+        result = self._db.execute(
+            update(_sessions)
+            .where(_sessions.c.id == session_id, _sessions.c.title.is_(None))
+            .values(title=_text("title", title))
+        )
+        return bool(result.rowcount)  # type: ignore[attr-defined]

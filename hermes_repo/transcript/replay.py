@@ -239,7 +239,9 @@ def _plan(
     return candidates, kept, repeats
 
 
-def _insert_new(session_id: str, candidates: list[_Candidate]) -> Callable[[UnitOfWork], int]:
+def _insert_new(
+    session_id: str, candidates: list[_Candidate], source: str
+) -> Callable[[UnitOfWork], int]:
     """The replayable unit: returns how many candidates were already stored."""
 
     def work(uow: UnitOfWork) -> int:
@@ -247,7 +249,7 @@ def _insert_new(session_id: str, candidates: list[_Candidate]) -> Callable[[Unit
             (c.message["timestamp"] for c in candidates if c.message.get("timestamp")),
             default=None,
         )
-        uow.sessions.ensure(session_id, started_at=started)
+        uow.sessions.ensure(session_id, source=source, started_at=started)
         stored = uow.messages.uids(session_id)
         skip: set[str] = set()
         if any(c.derived for c in candidates):
@@ -305,8 +307,12 @@ def replay_file(
         if contents is None:
             return ReplayReport()  # another process recovered it while we waited
         candidates, kept, repeats = _plan(session_id, contents)
+        # A session created by the replay gets the source its writer recorded (a
+        # framework door must find its own session again), else the default.
+        source = next((r.source for r in contents.records if r.source), "cli")
+        unit = _insert_new(session_id, candidates, source)
         try:
-            already = store.write(_insert_new(session_id, candidates), policy) if candidates else 0
+            already = store.write(unit, policy) if candidates else 0
         except HermesRepoError as exc:
             if raise_errors:
                 raise

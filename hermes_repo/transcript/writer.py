@@ -361,7 +361,9 @@ class TranscriptWriter:
         fresh = [m for m in rest if m["uid"] not in self._spooled]
         try:
             if fresh:
-                spool.append_messages(self.home, self.session_id, fresh, suffix=suffix)
+                spool.append_messages(
+                    self.home, self.session_id, fresh, suffix=suffix, source=self.source
+                )
         except (OSError, ValueError, TypeError, HermesRepoError) as exc:
             error = f"{cause}; and the spool file {target} could not be written: {exc}"
             log.error(

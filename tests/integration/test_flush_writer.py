@@ -121,8 +121,9 @@ def test_without_a_store_everything_is_spooled_and_recovered_once(home: Path) ->
     lines = path.read_bytes().splitlines()
     assert len(lines) == 4  # each message appended once, not the whole list again
     record = json.loads(lines[0])
-    assert set(record) == {"_fallback_timestamp", "session_id", "message"}
+    assert set(record) == {"_fallback_timestamp", "session_id", "source", "message"}
     assert record["session_id"] == "offline"
+    assert record["source"] == "cli"  # the writer's: a replay creating the session uses it
     assert record["message"]["uid"] == messages[0]["uid"]
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700

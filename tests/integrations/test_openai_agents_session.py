@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hermes_repo import (
+    ConfigurationError,
     IntegrityViolation,
     SessionTakenError,
     StateDbCorruptError,
@@ -395,3 +397,103 @@ async def test_a_damaged_file_quarantines_and_the_items_are_kept_for_recovery(
         assert len(kept) == 1 and "東京" in kept[0].read_text(encoding="utf-8")
     finally:
         store.close()
+
+
+async def test_a_first_turn_spooled_and_replayed_stays_the_sdks_session(
+    home: Path, tmp_path: Path
+) -> None:
+    # The replay creates the session: with the source its writer recorded, so the door
+    # finds its own session again (it was created as 'cli' and refused for good).
+    with StateStore.open(home) as store:
+        session = HermesSession("user@example.com", store, write_budget_s=0.3)
+        with write_lock_held_by_another_process(home / "state.db", tmp_path):
+            await session.add_items(ITEMS[:2])
+        assert await session.get_items() == ITEMS[:2]  # replayed here
+        await session.add_items([ITEMS[2]])
+        info = store.get_session(session.key)
+        assert (info.source, info.title) == (SOURCE, "user@example.com")
+    # The same across a restart: the open replays what a dead process spooled.
+    with StateStore.open(home) as store:
+        session = HermesSession("second", store, write_budget_s=0.3)
+        with write_lock_held_by_another_process(home / "state.db", tmp_path / "again"):
+            await session.add_items([ITEMS[3]])
+    with StateStore.open(home) as store:
+        again = HermesSession("second", store)
+        await again.add_items([ITEMS[4]])
+        assert await again.get_items() == ITEMS[3:5]
+        assert store.get_session("second").source == SOURCE
+
+
+@pytest.mark.usefixtures("backend")
+def test_pops_racing_on_one_session_never_take_the_same_item(store: StateStore) -> None:
+    items = [{"role": "user", "content": f"m{i}"} for i in range(40)]
+    asyncio.run(HermesSession("race", store).add_items(items))
+
+    def popper() -> list[Any]:
+        async def run() -> list[Any]:
+            session = HermesSession("race", store)
+            return [await session.pop_item() for _ in range(10)]
+
+        return asyncio.run(run())
+
+    with ThreadPoolExecutor(4) as pool:
+        popped = [item for got in pool.map(lambda _: popper(), range(4)) for item in got]
+    assert sorted(i["content"] for i in popped) == sorted(i["content"] for i in items)
+    assert asyncio.run(HermesSession("race", store).get_items()) == []
+
+
+@pytest.mark.usefixtures("backend")
+async def test_a_nul_in_a_tool_output_is_stored_whole_on_every_backend(
+    store: StateStore,
+) -> None:
+    turn = [
+        {"role": "user", "content": "cat the file"},
+        {"type": "function_call", "call_id": "c1", "name": "cat", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "ELF\x00\x01binary"},
+        {"type": "function_call_output", "call_id": "c2", "output": [{"text": "a\x00b"}]},
+    ]
+    session = HermesSession("nul", store)
+    await session.add_items(turn)
+    assert await session.get_items() == turn
+    assert [h.session_id for h in store.search("binary")] == ["nul"]
+
+
+@pytest.mark.usefixtures("backend")
+async def test_a_hashed_id_given_literally_is_another_session(store: StateStore) -> None:
+    alice = HermesSession("alice@example.com", store)
+    await alice.add_items([ITEMS[0]])
+    intruder = HermesSession(alice.key, store)  # "oa-<hash of alice's id>", verbatim
+    assert intruder.key != alice.key
+    assert await intruder.get_items() == []
+    await intruder.clear_session()
+    assert await alice.get_items() == [ITEMS[0]]
+
+
+async def test_odd_arguments_are_refused_with_a_library_error(store: StateStore) -> None:
+    session = HermesSession("odd", store)
+    await session.add_items(ITEMS[:3])
+    for bad in (True, "3", 2.5):
+        with pytest.raises(IntegrityViolation, match="limit must be a whole number"):
+            await session.get_items(bad)  # type: ignore[arg-type]
+    assert await session.get_items(2**63) == ITEMS[:3]  # beyond any length: all
+    deep: Any = "leaf"
+    for _ in range(5000):
+        deep = [deep]
+    with pytest.raises(IntegrityViolation, match="nested too deeply"):
+        await session.add_items([{"role": "user", "content": deep}])
+    for budget in (-1, float("nan"), float("inf")):
+        with pytest.raises(ConfigurationError, match="write_budget_s"):
+            HermesSession("odd", store, write_budget_s=budget)
+    assert await session.get_items() == ITEMS[:3]
+
+
+async def test_items_returned_while_spooled_are_the_callers_to_change(
+    home: Path, tmp_path: Path
+) -> None:
+    with StateStore.open(home) as store:
+        session = HermesSession("copies", store, write_budget_s=0.3)
+        with write_lock_held_by_another_process(home / "state.db", tmp_path):
+            await session.add_items([dict(ITEMS[1])])
+            got = await session.get_items()
+            got[0].pop("id")  # an input filter editing the history it was given
+            assert await session.get_items() == [ITEMS[1]]

@@ -159,13 +159,15 @@ def append_messages(
     *,
     suffix: str = PENDING_SUFFIX,
     at: float | None = None,
+    source: str | None = None,
 ) -> Path:
-    """Wrap ``messages`` and append them to the session's spool file, under its lock."""
+    """Wrap ``messages`` and append them to the session's spool file, under its lock
+    (``source``: the session's, recorded so a replay that creates it gives it that)."""
     name = pending_name(session_id, suffix)
     when = time.time() if at is None else at
     # Encode before taking the lock or touching the file: a message that cannot be
     # encoded must fail the call without leaving half a batch on disk.
-    lines = [encode_record(wrap(m, when, session_id)) for m in messages]
+    lines = [encode_record(wrap(m, when, session_id, source)) for m in messages]
     with spool_lock(home, name):
         return append_lines(home, name, lines)
 

@@ -22,6 +22,9 @@ from ...codec import dumps
 
 FALLBACK_KEY = "_fallback_timestamp"
 SESSION_KEY = "session_id"
+#: The source of the session the record was written for (a replay that creates the
+#: session gives it that source, so a framework door finds its own session again).
+SOURCE_KEY = "source"
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,7 @@ class SpoolRecord:
     fallback_timestamp: float | None  # None for a plain (unwrapped) record
     raw: bytes
     session_id: str | None = None  # the session the record says it belongs to (None: older)
+    source: str | None = None  # the session's source when the writer knew it (None: older)
 
 
 @dataclass(frozen=True)
@@ -68,14 +72,19 @@ class SpoolContents:
 
 
 def wrap(
-    message: Mapping[str, Any], at: float | None = None, session_id: str | None = None
+    message: Mapping[str, Any],
+    at: float | None = None,
+    session_id: str | None = None,
+    source: str | None = None,
 ) -> dict[str, Any]:
     """The spool record of ``message``:
-    ``{"_fallback_timestamp": t, "session_id": sid, "message": m}`` (no ``session_id``
-    key when it is None)."""
+    ``{"_fallback_timestamp": t, "session_id": sid, "source": s, "message": m}`` (no
+    ``session_id`` or ``source`` key when it is None)."""
     record: dict[str, Any] = {FALLBACK_KEY: time.time() if at is None else at}
     if session_id is not None:
         record[SESSION_KEY] = session_id
+    if source is not None:
+        record[SOURCE_KEY] = source
     record["message"] = dict(message)
     return record
 
@@ -101,7 +110,15 @@ def parse_line(line_no: int, raw: bytes) -> SpoolRecord | RejectedLine:
         sid = obj.get(SESSION_KEY)
         if sid is not None and not isinstance(sid, str):
             return RejectedLine(line_no, raw, f"record session id is a {type(sid).__name__}")
-        return SpoolRecord(line_no, message, _number(obj.get(FALLBACK_KEY)), raw, sid)
+        source = obj.get(SOURCE_KEY)
+        return SpoolRecord(
+            line_no,
+            message,
+            _number(obj.get(FALLBACK_KEY)),
+            raw,
+            sid,
+            source if isinstance(source, str) else None,
+        )
     if "role" in obj:
         return SpoolRecord(line_no, obj, None, raw)
     return RejectedLine(line_no, raw, "neither a wrapped record nor a message (no role)")
