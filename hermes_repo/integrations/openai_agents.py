@@ -33,7 +33,6 @@ import logging
 import math
 import os
 import threading
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,25 +105,41 @@ class _Door:
     spooled: list[dict[str, Any]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     known: bool = False  # the session row exists and is ours
+    users: int = 0  # open HermesSessions on it: the last close forgets it (unless spooled)
 
 
-_doors: weakref.WeakKeyDictionary[StateStore, dict[tuple[str, float | None], _Door]] = (
-    weakref.WeakKeyDictionary()
-)
+_DoorKey = tuple[int, str, float | None]
+_doors: dict[_DoorKey, _Door] = {}
 _doors_lock = threading.Lock()
 
 
-def _door(store: StateStore, key: str, write_budget_s: float | None) -> _Door:
+def _door_key(store: StateStore, key: str, write_budget_s: float | None) -> _DoorKey:
+    return (id(store), key, write_budget_s)
+
+
+def _open_door(store: StateStore, key: str, write_budget_s: float | None) -> _Door:
     # A gateway builds a HermesSession per request: one writer per session and store
     # (TranscriptWriter's intended use) keeps the first flush's read of every stored
-    # uid from being paid again on each.
+    # uid from being paid again on each. Keyed by the store's identity while a session
+    # holds it open (the door's writer keeps the store alive until then).
     with _doors_lock:
-        doors = _doors.setdefault(store, {})
-        door = doors.get((key, write_budget_s))
+        door = _doors.get(_door_key(store, key, write_budget_s))
         if door is None:
             writer = store.transcript_writer(key, write_budget_s=write_budget_s, source=SOURCE)
-            door = doors[(key, write_budget_s)] = _Door(writer)
+            door = _doors[_door_key(store, key, write_budget_s)] = _Door(writer)
+        door.users += 1
         return door
+
+
+def _close_door(door_key: _DoorKey) -> None:
+    with _doors_lock:
+        door = _doors.get(door_key)
+        if door is not None:
+            door.users -= 1
+            # Kept while it holds spooled items: the next HermesSession of the session
+            # must still return them.
+            if door.users <= 0 and not door.spooled:
+                del _doors[door_key]
 
 
 async def _settle(call: Callable[[], T]) -> T:
@@ -194,8 +209,9 @@ class HermesSession:
         self._closed = False
         self._owns_store = store is None
         self.store = store if store is not None else StateStore.open(home)
+        self._door_key = _door_key(self.store, self.key, write_budget_s)
         try:
-            self._door = _door(self.store, self.key, write_budget_s)
+            self._door = _open_door(self.store, self.key, write_budget_s)
             self._writer: TranscriptWriter = self._door.writer
             self._pending: Path = self._writer.pending_path
             # Items spooled and not in the database yet, oldest first: get_items still
@@ -272,6 +288,8 @@ class HermesSession:
             if self._closed:
                 return
             self._closed = True
+            if hasattr(self, "_door"):
+                _close_door(self._door_key)
             if self._owns_store:
                 self.store.close()
 
@@ -323,11 +341,11 @@ class HermesSession:
             )
 
     def _get_items(self, last: int | None) -> list[Any]:
-        with self._lock:
+        with self._lock:  # held for the read: a replay in between would count twice
             self._replay_spooled(required=False)
             # Copies: a caller editing what it got must not edit what is pending.
             spooled = copy.deepcopy(self._spooled)
-        messages = self.store.load_conversation(self.key, last=last).messages
+            messages = self.store.load_conversation(self.key, last=last).messages
         items = [message_to_item(m) for m in messages] + spooled
         return items if last is None else items[max(0, len(items) - last) :]
 

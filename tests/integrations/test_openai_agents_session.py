@@ -29,6 +29,7 @@ from hermes_repo import (
     StateStore,
     StoreClosedError,
 )
+from hermes_repo.integrations import openai_agents
 from hermes_repo.integrations.openai_agents import (
     CLEAR_REASON,
     POP_REASON,
@@ -497,3 +498,13 @@ async def test_items_returned_while_spooled_are_the_callers_to_change(
             got = await session.get_items()
             got[0].pop("id")  # an input filter editing the history it was given
             assert await session.get_items() == [ITEMS[1]]
+
+
+def test_closing_every_session_object_forgets_the_shared_writer(store: StateStore) -> None:
+    # A gateway's per-request sessions must not pile up writers for ever.
+    before = len(openai_agents._doors)
+    sessions = [HermesSession("gateway", store) for _ in range(3)]
+    assert len(openai_agents._doors) == before + 1
+    for session in sessions:
+        session.close()
+    assert len(openai_agents._doors) == before
