@@ -404,7 +404,7 @@ class HermesSession:
                 newest = uow.messages.list(key, last=1)
                 if not newest:
                     return None
-                uow.messages.set_active(key, newest[0]["uid"], False, reason=POP_REASON)
+                uow.messages.archive_active(key, reason=POP_REASON, uid=newest[0]["uid"])
                 uow.messages.recount(key)
                 return newest[0]
 
@@ -418,7 +418,7 @@ class HermesSession:
 
             def work(uow: UnitOfWork) -> None:
                 uow.sessions.source_and_extra(key, lock=True)  # ordered with the pops
-                if uow.messages.archive_all(key, reason=CLEAR_REASON):
+                if uow.messages.archive_active(key, reason=CLEAR_REASON):
                     uow.messages.recount(key)
 
             self.store.write(work)

@@ -221,7 +221,7 @@ class HermesConversationStore(ConversationStore):
                 raise ConversationConflict(conversation_id)
             rest = {key: value for key, value in extra.items() if key != RECORD_KEY}
             uow.sessions.update(sid, title=conversation_id, extra=rest or None)
-            uow.messages.archive_all(sid, reason=DELETE_REASON)
+            uow.messages.archive_active(sid, reason=DELETE_REASON)
             uow.messages.recount(sid)
 
         self.store.write(work)

@@ -121,6 +121,7 @@ _archive_active = (
     .where(_messages.c.session_id == bindparam("sid"), _messages.c.active == 1)
     .values(active=0, archived_at=bindparam("at"), archive_reason=bindparam("reason"))
 )
+_archive_one = _archive_active.where(_messages.c.uid == bindparam("b_uid"))
 
 
 class MessageRepository:
@@ -256,14 +257,17 @@ class MessageRepository:
             .values(active=1 if active else 0, archive_reason=None if active else reason)
         )
 
-    def archive_all(self, session_id: str, *, reason: str) -> int:
-        """Archive every active row of the session with ``reason``; returns how many.
+    def archive_active(self, session_id: str, *, reason: str, uid: str | None = None) -> int:
+        """Archive the session's active rows (only the one of ``uid`` when given) with
+        ``reason`` and the time, as a transcript repair does; returns how many.
 
         The rows stay (an audit, found by ``include_inactive`` reads); call
         :meth:`recount` after, in the same unit of work.
         """
         params = {"sid": session_id, "at": time.time(), "reason": reason}
-        result = self._session.execute(_archive_active, params)
+        if uid is not None:
+            params["b_uid"] = uid
+        result = self._session.execute(_archive_active if uid is None else _archive_one, params)
         return int(result.rowcount)  # type: ignore[attr-defined]
 
     def uids(self, session_id: str) -> set[str]:

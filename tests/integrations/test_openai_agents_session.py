@@ -159,6 +159,8 @@ async def test_pop_and_clear_archive_rows_with_a_reason_and_delete_nothing(
     ]
     info = store.get_session("audit")
     assert (info.source, info.message_count) == (SOURCE, 1)
+    archived = store.load_conversation("audit", include_inactive=True).messages
+    assert all(m["archived_at"] for m in archived if m.get("active") is False)
 
 
 @pytest.mark.usefixtures("backend")
