@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 from ..codec import scrub
+from ..errors import SearchQueryError
 
 __all__ = [
     "MAX_QUERY_CHARS",
@@ -20,7 +21,9 @@ __all__ = [
     "parse_query",
 ]
 
-MAX_QUERY_CHARS = 1000
+#: The longest query accepted, in characters: a pasted traceback or log excerpt fits.
+#: A longer one is refused whole (never cut: a term cut mid-word matches nothing).
+MAX_QUERY_CHARS = 10_000
 SNIPPET_OPEN = ">>>"
 SNIPPET_CLOSE = "<<<"
 _SNIPPET_CHARS = 40
@@ -29,15 +32,29 @@ _TERM = re.compile(r'"([^"]+)"|(\S+)')
 
 
 def parse_query(query: str) -> list[str]:
-    """Split user text into terms; never fails, whatever the text."""
-    terms = []
+    """Split user text into terms, each once, in the order they first appear.
+
+    Any text of up to :data:`MAX_QUERY_CHARS` characters is a valid query; a longer one
+    raises :class:`SearchQueryError` naming the limit (it is never cut: the last term
+    would end mid-word and match nothing). Every term must match, so a term repeated
+    (a pasted traceback repeats most of its words) adds nothing and is kept once.
+    """
+    if not isinstance(query, str):
+        raise SearchQueryError(f"search query must be text (str), got {type(query).__name__}")
+    if len(query) > MAX_QUERY_CHARS:
+        raise SearchQueryError(
+            f"search query is {len(query):,} characters, above the limit of "
+            f"{MAX_QUERY_CHARS:,}; search for a distinctive part of it (a line of the "
+            "traceback, an error message, a name)"
+        )
+    terms: dict[str, None] = {}
     # A NUL ends a C string: FTS5 would see an unterminated phrase. A lone surrogate
     # cannot be sent to SQLite: it becomes U+FFFD, as in the stored searchable text.
-    for quoted, bare in _TERM.findall(scrub(query[:MAX_QUERY_CHARS]).replace("\x00", " ")):
+    for quoted, bare in _TERM.findall(scrub(query).replace("\x00", " ")):
         term = (quoted or bare).strip()
         if term:
-            terms.append(term)
-    return terms
+            terms.setdefault(term)
+    return list(terms)
 
 
 def fts_phrase(term: str) -> str:
