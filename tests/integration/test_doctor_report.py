@@ -18,6 +18,7 @@ from hermes_repo.ops.doctor import (
     check_store,
     diagnose,
 )
+from hermes_repo.ops.repair import repair_store
 from hermes_repo.schema import fts, migrate
 from hermes_repo.schema.fts_rebuild import REPAIR_COMMAND
 from tests.support import damage
@@ -231,3 +232,24 @@ def test_a_check_that_cannot_read_becomes_a_finding_not_a_crash(seeded_home: Pat
     assert "sessions recover" in finding.fix
     assert set(report.sections) == {"store"}
     assert issubclass(DoctorReadError, Exception)
+
+
+def test_a_store_of_messages_too_short_to_index_is_healthy_and_fix_changes_nothing(
+    home: Path,
+) -> None:
+    # One- and two-character messages give the trigram index no token, and a run of
+    # punctuation gives unicode61 none: their indexes hold documents and no term, which
+    # is an empty structure record, not damage.
+    with StateStore.open(home) as store, store.unit_of_work() as uow:
+        sid = uow.sessions.create(id="short")
+        for text in ["hi", "ok", "是", "..", "?!", "no"]:
+            uow.messages.append(sid, {"role": "user", "content": text})
+            uow.messages.append(sid, {"role": "assistant", "content": text})
+        uow.commit()
+    assert _codes(home) == []
+    before = sorted(p.name for p in home.iterdir())
+    report = repair_store(home)
+    assert report.ok
+    # Nothing to fix: no backup, no snapshot, no rebuild ledger.
+    after = sorted(p.name for p in home.iterdir())
+    assert [n for n in after if n not in before and n != "state.db.holders"] == []

@@ -138,8 +138,17 @@ def _index_status(ctx: DoctorContext, ix: fts.FtsIndex, tables: set[str]) -> Fts
     if structure is None:
         status.problems.append("structure record missing")
     elif not any(bytes(structure)) and status.indexed_rows:
-        # All zeros is the structure of an empty index, not of one holding documents.
-        status.problems.append("structure record is empty but documents are indexed")
+        # All zeros is the structure of an index without terms: right for an empty one,
+        # and for one whose documents hold no token (messages of one or two characters
+        # give the trigram index none, a run of punctuation gives unicode61 none). A
+        # document size is a varint per column, 0x00 for no token: damage only when
+        # some document has tokens that the structure does not lead to.
+        tokens = read(
+            "document sizes",
+            f"SELECT EXISTS (SELECT 1 FROM {docsize} WHERE sz <> zeroblob(length(sz)))",
+        )
+        if tokens:
+            status.problems.append("structure record is empty but documents are indexed")
     if version is not None and str(version) not in _FTS_VERSIONS:
         status.problems.append(f"unsupported format version {version}")
 
