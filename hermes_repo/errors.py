@@ -23,6 +23,7 @@ __all__ = [
     "HermesRepoError",
     "ImportSourceError",
     "IntegrityViolation",
+    "InvalidArgumentError",
     "NotFoundError",
     "NotOnThisBackendError",
     "QueryTimeoutError",
@@ -50,6 +51,11 @@ class HermesRepoError(Exception):
 
 class ConfigurationError(HermesRepoError):
     """The store cannot be opened as configured (bad path, unusable SQLite build...)."""
+
+
+class InvalidArgumentError(HermesRepoError, ValueError):
+    """An argument of a public call has a type or value the call cannot take; the message
+    names the argument, what was passed and what is accepted. Nothing was done."""
 
 
 class UnsafePathError(ConfigurationError):

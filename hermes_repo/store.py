@@ -13,15 +13,15 @@ from typing import Any, Self, TypeVar
 from sqlalchemy import Engine
 from sqlalchemy.engine import Connection
 
+from . import arguments, opening, quarantine, walcheck
 from . import engine as engine_mod
-from . import opening, quarantine, walcheck
 from .backend import Backend
 from .database import Database
 from .engine import Driver, DriverName, create_store_engine, db_path_for_home
 from .engine_pg import PgTarget, resolve_url
 from .errors import (
+    ConfigurationError,
     ImportSourceError,
-    IntegrityViolation,
     StateDbCorruptError,
 )
 from .health import StoreHealth, journal_notes, store_health
@@ -141,10 +141,15 @@ class StateStore:
         the other local files. Without either (or with ``url="sqlite"``), the store is
         the SQLite file in ``home``.
         """
+        if home is not None:
+            home = arguments.path_argument("home", home)
+        write_budget_s = arguments.budget_seconds("write_budget_s", write_budget_s)
+        arguments.optional_text("url", url)
+        db_path = db_path_for_home(home)
+        _check_home(db_path.parent)  # a server's store keeps its spool there too
         target = resolve_url(url)
         if target is not None:
             return cls._open_server(home, target, upgrade, write_budget_s, recover)
-        db_path = db_path_for_home(home)
         info = quarantine.quarantine_info(db_path)
         if info is not None:
             raise StateDbCorruptError(info.message())
@@ -329,6 +334,7 @@ class StateStore:
     ) -> HermesImportReport:
         """Import a Hermes Agent ``state.db`` without touching it or losing a value;
         idempotent and incremental (see :mod:`hermes_repo.hermes_import`)."""
+        path = arguments.path_argument("path", path)
         if Path(path).resolve() == self.path.resolve():
             raise ImportSourceError(
                 f"{path} is this store's own file; pass the state.db of a Hermes Agent home"
@@ -362,7 +368,8 @@ class StateStore:
         many. All or nothing: any error that is not retried fails the whole group (see
         :meth:`Database.append_messages <hermes_repo.database.Database.append_messages>`).
         """
-        return self.database.append_messages(session_id, messages, policy=policy)
+        batch = arguments.message_list("messages", messages)
+        return self.database.append_messages(session_id, batch, policy=policy)
 
     # -- reads -----------------------------------------------------------------------
 
@@ -396,8 +403,10 @@ class StateStore:
         ``include_inactive`` (an audit view is never reconciled).
         """
         check_session_id(session_id)
-        if last is not None and (isinstance(last, bool) or not isinstance(last, int) or last < 0):
-            raise IntegrityViolation(f"last must be a whole number >= 0, got {last!r}")
+        if last is not None:
+            arguments.whole_number("last", last)
+        arguments.flag("repair", repair)
+        arguments.flag("include_inactive", include_inactive)
         if repair and not include_inactive:
             # Its first read is outside any write lock: a transient failure there is
             # replayed (the write unit inside has its own budget and is not multiplied).
@@ -433,7 +442,7 @@ class StateStore:
         recent matches first, then the older hits newest first. Every hit is reachable
         with :meth:`search_page`.
         """
-        check_limit(limit)
+        _check_search(limit, session_id, role, include_inactive)
         return self.database.search(
             query,
             limit=limit,
@@ -463,6 +472,8 @@ class StateStore:
             while page.cursor:
                 page = store.search_page("sqlite", limit=50, cursor=page.cursor)
         """
+        _check_search(limit, session_id, role, include_inactive)
+        arguments.optional_text("cursor", cursor)
         return page_through(
             lambda limit, before_id: self.database.search(
                 query,
@@ -492,6 +503,9 @@ class StateStore:
         """Sessions, most recently started first, as ``hermes-repo sessions list`` shows
         them (``source`` keeps only that source's). A plain read transaction: listing
         never takes the write lock an agent needs."""
+        arguments.whole_number("limit", limit)
+        arguments.whole_number("offset", offset)
+        arguments.optional_text("source", source)
         return self.read(
             lambda conn: catalog.list_sessions(conn, limit=limit, offset=offset, source=source)
         )
@@ -506,9 +520,34 @@ class StateStore:
     ) -> ImportReport:
         """Import a JSON Lines file, one session per unit of work; idempotent (see
         :func:`hermes_repo.transfer.import_jsonl`)."""
-        return import_jsonl(self, path, progress=progress)
+        return import_jsonl(self, arguments.path_argument("path", path), progress=progress)
 
     def export_session(self, session_id: str, fmt: str = "jsonl") -> str:
         """One session's replay as JSON Lines or Markdown text (see
         :func:`hermes_repo.transfer.export_session`)."""
         return export_session(self, session_id, fmt)
+
+
+def _check_search(limit: Any, session_id: Any, role: Any, include_inactive: Any) -> None:
+    """The arguments every search call shares (the query is checked by its parser)."""
+    check_limit(arguments.whole_number("limit", limit))
+    arguments.optional_text("session_id", session_id)
+    arguments.optional_text("role", role)
+    arguments.flag("include_inactive", include_inactive)
+
+
+def _check_home(folder: Path) -> None:
+    """Refuse, naming the folder and the cause, a home the OS cannot use (a file in the
+    way, a name too long, no permission, a read-only file system): these used to leave
+    ``StateStore.open`` as a raw ``OSError``. A missing folder is created (0700) here."""
+    fix = "pass a folder this process can create and write (--home or HERMES_HOME)"
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except FileExistsError as exc:  # a file, or a link to one, in the folder's place
+        raise ConfigurationError(f"{folder} is not a folder; {fix}") from exc
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot use {folder} as the store's folder: {exc.strerror or exc}; {fix}"
+        ) from exc
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigurationError(f"{folder} is not writable by this process; {fix}")

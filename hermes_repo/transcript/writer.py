@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..arguments import message_list
 from ..codec import check_server_text, dumps, escape_surrogates, message_to_row, new_uid
 from ..database import WriteCore
 from ..engine import default_home
@@ -165,10 +166,14 @@ class TranscriptWriter:
         dicts that lack them. Never raises for database or disk trouble, nor for a
         message that can never be stored (not a dict, unknown role, a dict where text
         belongs...): that one is left out, reported in ``rejections`` and kept in
-        ``<sid>.rejected.jsonl``, and the others are written.
+        ``<sid>.rejected.jsonl``, and the others are written. ``messages`` that is not a
+        list (a str, a dict) raises :class:`InvalidArgumentError` before anything.
         """
+        # Not a list at all is the caller's mistake, not a message to keep aside: a str
+        # or a dict iterated would hand on its characters or keys as messages.
+        batch = message_list("messages", messages)
         with self._lock:
-            return self._flush(messages)
+            return self._flush(batch)
 
     def _flush(self, messages: list[dict[str, Any]]) -> FlushResult:
         now = time.time()
