@@ -17,6 +17,7 @@ from hermes_repo.transcript.repair import (
     RULE_MERGE_ASSISTANT,
     RULE_MERGE_USER,
     RULE_ORPHAN_TOOL,
+    RULE_UNMERGEABLE_ASSISTANT,
 )
 from tests.support.transcripts import EXPECTED_ARCHIVED, MALFORMED, raw_connect, seed
 
@@ -49,6 +50,7 @@ def test_check_counts_sessions_and_rows_per_invariant_and_writes_nothing(
         RULE_MERGE_USER: 2,
         RULE_ORPHAN_TOOL: 1,
         RULE_DUPLICATE_TOOL: 1,
+        RULE_UNMERGEABLE_ASSISTANT: 0,
     }
     assert report.alternation == (2, 3)
     assert report.tool_pairing == (1, 2)
