@@ -12,6 +12,7 @@ from sqlalchemy import text
 
 from hermes_repo import StateStore
 from hermes_repo.errors import ConfigurationError
+from hermes_repo.schema.copy_mark import copy_mark
 from hermes_repo.transfer.copy import (
     CopyConflictError,
     CopyVerificationError,
@@ -99,7 +100,8 @@ def test_a_rerun_brings_over_what_the_source_changed_since(
     again = copy_store(source, target)
 
     assert again.messages.inserted == 1 and again.messages.updated == 1
-    assert again.sessions.updated == 3  # counters of two sessions, the end of one
+    # The end of one session; the counters of two moved with their messages' batches.
+    assert again.sessions.updated == 1 and again.counters == 0
     assert store_rows(target) == store_rows(source)
 
 
@@ -204,16 +206,24 @@ def test_a_batch_size_out_of_range_is_refused(
 def test_a_source_written_during_the_copy_fails_verification_then_a_rerun_matches(
     source: StateStore, target: StateStore
 ) -> None:
-    # An agent keeps writing to the source: a session already copied gains a message.
+    # An agent keeps writing to the source: a message already copied is archived.
+    first = source.load_conversation("z-root").messages[0]["uid"]  # in the first batch
+
     def agent_writes(done: int, total: int) -> None:
         if done == 3:
-            source.append_message("lonely", {"role": "user", "content": "late"})
+            with source.unit_of_work() as uow:
+                uid = first
+                uow.messages.set_active("z-root", uid, False, reason="repair: test")
+                uow.messages.recount("z-root")
+                uow.commit()
 
     with pytest.raises(CopyVerificationError, match="run the copy again"):
         copy_store(source, target, batch_size=3, progress=agent_writes)
+    assert target.read(copy_mark) is not None  # unverified: still says unfinished
 
     copy_store(source, target)
     assert store_rows(target) == store_rows(source)
+    assert target.read(copy_mark) is None
 
 
 def test_progress_counts_messages_up_to_the_total(source: StateStore, target: StateStore) -> None:

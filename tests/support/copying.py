@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection, make_url
 from hermes_repo import StateStore
 from hermes_repo.models import messages_table, sessions_table, state_meta_table
 from hermes_repo.schema.fts import STALE_KEY
-from hermes_repo.transfer.copy import copy_store
+from hermes_repo.transfer.copy import DERIVED_META_KEYS, copy_store
 from tests.support.processes import reaped
 
 __all__ = [
@@ -115,7 +115,9 @@ def _all_rows(conn: Connection) -> dict[str, list[tuple[Any, ...]]]:
         "state_meta": [
             tuple(r)
             for r in conn.execute(
-                select(state_meta_table).where(state_meta_table.c.key != STALE_KEY).order_by("key")
+                select(state_meta_table)
+                .where(state_meta_table.c.key.not_in(sorted(DERIVED_META_KEYS)))
+                .order_by("key")
             )
         ],
     }
