@@ -12,7 +12,7 @@ from sqlalchemy import text
 
 from hermes_repo import StateStore
 from hermes_repo.errors import ConfigurationError
-from hermes_repo.schema.copy_mark import copy_mark
+from hermes_repo.schema.copy_mark import COPIED_FROM_KEY, COPY_MARK_KEY, STORE_ID_KEY, copy_mark
 from hermes_repo.transfer.copy import (
     CopyConflictError,
     CopyVerificationError,
@@ -24,7 +24,9 @@ from tests.support.copying import (
     fill_plain_store,
     kill_copy_midway,
     message_count,
+    meta_value,
     new_home,
+    set_meta,
     store_rows,
     store_with_session,
 )
@@ -246,3 +248,61 @@ def test_text_holding_nul_characters_copies_exactly_between_sqlite_stores(
 
         assert store_rows(target) == store_rows(source)
         assert target.load_conversation("s").messages[0]["content"] == "a\x00b"
+
+
+def test_store_id_is_never_copied_and_copied_from_names_each_source_once(
+    tmp_path: Path, source: StateStore, target: StateStore
+) -> None:
+    set_meta(source, STORE_ID_KEY, "src-A")
+    set_meta(target, STORE_ID_KEY, "dst-B")
+
+    report = copy_store(source, target, batch_size=5)
+    again = copy_store(source, target)
+
+    assert meta_value(target, STORE_ID_KEY) == "dst-B"  # the target stays itself
+    assert meta_value(target, COPIED_FROM_KEY) == '["src-A"]'
+    assert report.copied_from == again.copied_from == ["src-A"]  # once, however many runs
+    assert meta_value(target, COPY_MARK_KEY) is None
+    assert again.written == 0 and store_rows(target) == store_rows(source)
+    # A copy of the copy names the store it came from, not that store's own sources.
+    with StateStore.open(new_home(tmp_path, "third")) as third:
+        set_meta(third, STORE_ID_KEY, "third-C")
+        assert copy_store(target, third).copied_from == ["dst-B"]
+        assert meta_value(third, STORE_ID_KEY) == "third-C"
+        assert meta_value(third, COPIED_FROM_KEY) == '["dst-B"]'
+
+
+def test_a_source_without_a_store_id_adds_nothing_to_copied_from(
+    source: StateStore, target: StateStore
+) -> None:
+    with source.unit_of_work() as uow:
+        uow.meta.delete(STORE_ID_KEY)  # a store made before store ids existed
+        uow.commit()
+    report = copy_store(source, target)
+    assert report.copied_from == [] and meta_value(target, COPIED_FROM_KEY) is None
+    assert meta_value(target, COPY_MARK_KEY) is None
+
+
+def test_a_failed_copy_leaves_the_mark_with_the_command_that_resumes(
+    source: StateStore, target: StateStore
+) -> None:
+    def interrupt(done: int, total: int) -> None:
+        if done >= 6:
+            raise KeyboardInterrupt  # an operator's Ctrl-C between two batches
+
+    with pytest.raises(KeyboardInterrupt):
+        copy_store(source, target, batch_size=3, progress=interrupt)
+    mark = target.read(copy_mark)
+    assert mark is not None and mark.source_store_id == meta_value(source, STORE_ID_KEY)
+    assert mark.command.endswith(f"db copy --to {target.home} --batch-size 3")
+    assert target.read(lambda c: c.execute(text(DRIFT_SQL)).scalar()) == 0
+
+    copy_store(source, target, batch_size=3)
+    assert target.read(copy_mark) is None
+    assert store_rows(target) == store_rows(source)
+
+
+DRIFT_SQL = (
+    "SELECT count(*) FROM sessions s WHERE s.message_count <> "
+    "(SELECT count(*) FROM messages m WHERE m.session_id = s.id AND m.active = 1)"
+)

@@ -32,9 +32,11 @@ __all__ = [
     "fill_plain_store",
     "kill_copy_midway",
     "message_count",
+    "meta_value",
     "new_home",
     "pg_target",
     "requires_pg",
+    "set_meta",
     "store_rows",
     "store_with_session",
 ]
@@ -215,4 +217,18 @@ def store_with_session(home: Path, session_id: str, started_at: float | None = N
     """A store in ``home`` holding one empty session."""
     with StateStore.open(home) as store, store.unit_of_work() as uow:
         uow.sessions.create("cli", id=session_id, started_at=started_at)
+        uow.commit()
+
+
+def meta_value(end: Any, key: str) -> str | None:
+    """The ``state_meta`` value of ``key`` in a store (None when absent)."""
+    stmt = select(state_meta_table.c.value).where(state_meta_table.c.key == key)
+    value: str | None = end.read(lambda c: c.execute(stmt).scalar_one_or_none())
+    return value
+
+
+def set_meta(end: Any, key: str, value: str) -> None:
+    """Set a ``state_meta`` row of a store."""
+    with end.unit_of_work() as uow:
+        uow.meta.set(key, value)
         uow.commit()
