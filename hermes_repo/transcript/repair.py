@@ -36,6 +36,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from ..codec import LAYER_KEYS, TEXT_MARK
+
 __all__ = [
     "MERGE_KEYS",
     "RULES",
@@ -88,12 +90,12 @@ MERGE_KEYS: Final = frozenset(
         "timestamp",
         "token_count",
         "finish_reason",
-        # What a store adds to a loaded message (row id, archive state).
-        "id",
-        "session_id",
-        "active",
-        "archived_at",
-        "archive_reason",
+        # What a store adds to a loaded message (row id, archive state), and a
+        # caller's own key of one of these names, as a load with ids returns it: a
+        # per-message identity (e.g. a provider's message "id"), so whether two turns
+        # merge never depends on how they were loaded.
+        *LAYER_KEYS,
+        *(TEXT_MARK + key for key in LAYER_KEYS),
     }
 )
 """Keys a merge is defined for. Every other key (``name``, any caller key) is part of

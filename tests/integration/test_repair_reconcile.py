@@ -466,3 +466,21 @@ def test_a_write_that_would_not_match_the_plan_rolls_back_whole(
     with pytest.raises(ReconcileConflict):
         reconcile_session(store, sid)
     assert rows_of(store, sid) == before
+
+
+@pytest.mark.parametrize("with_ids", [False, True])
+def test_a_callers_own_message_id_never_decides_a_merge(store: StateStore, with_ids: bool) -> None:
+    # A provider's per-message "id" is kept (escaped when loaded with row ids); whether
+    # the turns merge must not depend on how the session was loaded.
+    sid, _ids = seed(
+        store,
+        [
+            {"role": "user", "content": "a", "id": "msg_1"},
+            {"role": "user", "content": "b", "id": "msg_2"},
+        ],
+    )
+    out = store.load_conversation(sid, repair=True, with_ids=with_ids)
+    assert out.repairs == 1
+    assert store.load_conversation(sid, repair=True, with_ids=not with_ids).repairs == 0
+    audit = store.load_conversation(sid, include_inactive=True).messages
+    assert [m.get("id") for m in audit] == ["msg_1", "msg_2", "msg_1"]  # kept, all of them

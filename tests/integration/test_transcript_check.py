@@ -103,3 +103,35 @@ def test_repair_session_reports_what_changed(store: StateStore) -> None:
 def test_repair_session_of_an_unknown_session_says_so(store: StateStore) -> None:
     with pytest.raises(NotFoundError, match="sessions list"):
         repair_session(store, "no_such_session")
+
+
+def test_a_group_chat_of_different_speakers_is_not_a_violation(store: StateStore) -> None:
+    group, _ = seed(
+        store,
+        [
+            {"role": "user", "content": "hi", "name": "alice"},
+            {"role": "user", "content": "hello", "name": "bob"},
+            {"role": "user", "content": {"type": "input_text", "text": "a dict"}, "name": "bob"},
+            {"role": "assistant", "content": "welcome both"},
+        ],
+    )
+    same, _ = seed(
+        store,
+        [
+            {"role": "user", "content": "one", "name": "alice"},
+            {"role": "user", "content": "two", "name": "alice"},
+        ],
+    )
+    report = check_transcripts(store)
+    # Only the same speaker's two text turns break alternation; the check reads the
+    # flagged sessions whole to tell them apart.
+    assert [s.session_id for s in report.sessions] == [same]
+    summary = repair_transcripts(store)
+    assert summary.repairs == 1
+    assert check_transcripts(store).ok
+    assert [m["content"] for m in store.load_conversation(group).messages] == [
+        "hi",
+        "hello",
+        {"type": "input_text", "text": "a dict"},
+        "welcome both",
+    ]
