@@ -4,6 +4,7 @@ SIGKILL, verified, and refusing a target that holds another store's rows."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -306,3 +307,33 @@ DRIFT_SQL = (
     "SELECT count(*) FROM sessions s WHERE s.message_count <> "
     "(SELECT count(*) FROM messages m WHERE m.session_id = s.id AND m.active = 1)"
 )
+
+
+def test_the_resume_command_survives_odd_folder_names(tmp_path: Path) -> None:
+    odd = tmp_path / 'it\'s a "store" $HOME; rm -rf x'
+    odd.mkdir()
+    with StateStore.open(odd) as src, StateStore.open(new_home(tmp_path, "t t")) as dst:
+        with src.unit_of_work() as uow:
+            uow.messages.append(uow.sessions.create(), {"role": "user", "content": "x"})
+            uow.commit()
+
+        def interrupt(done: int, total: int) -> None:
+            if done:
+                raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            copy_store(src, dst, batch_size=1, progress=interrupt)
+        mark = dst.read(copy_mark)
+        assert mark is not None
+        argv = shlex.split(mark.command)
+        assert argv == [
+            "hermes-repo",
+            "--home",
+            str(odd),
+            "db",
+            "copy",
+            "--to",
+            str(dst.home),
+            "--batch-size",
+            "1",
+        ]
