@@ -7,6 +7,7 @@ and in the doctor).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,7 @@ from .database import Database
 from .engine import Driver
 from .errors import HermesRepoError
 from .schema import fts, migrate
+from .schema.copy_mark import copy_mark
 from .schema.tables import store_counts
 from .sqlite_copies import two_copies_notes
 from .transcript.spool import list_pending
@@ -126,6 +128,11 @@ def store_health(database: Database) -> StoreHealth:
         # A damaged file may refuse even these reads; health still answers.
         revision, mode, counts, stale = None, "unknown", {}, None
         notes.append(f"could not read the store: {exc}")
+    else:
+        # A `db copy` into this store that never finished: the store holds part of it.
+        with contextlib.suppress(HermesRepoError):
+            if (unfinished := database.read(copy_mark)) is not None:
+                notes.append(unfinished.message())
     if on_file:
         notes.extend(walcheck.notes(path))
         notes.extend(journal_notes(driver, mode.lower()))

@@ -306,7 +306,10 @@ def copy(state: CliState, to: str, batch_size: int, as_json: bool) -> None:
     connection) is finished by running it again, and a finished one adds nothing. A
     target holding another store's rows is refused before anything is written. At the
     end both stores' counts and checksums are compared; a difference (the source was
-    written to during the copy) is an error: stop the writers and run it again.
+    written to during the copy) is an error: stop the writers and run it again. Until
+    that check passes the target is marked unfinished (`doctor` on it reports
+    copy-unfinished with this command); the target keeps its own store id and lists
+    the source's in copied_from.
 
     A password in the URL is never printed; PGPASSWORD or ~/.pgpass keep it out of the
     shell history too.

@@ -24,6 +24,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
+from ..codec import MESSAGE_COLUMNS, row_to_message
 from ..errors import NotFoundError
 from ..models import messages_table, sessions_table
 from ..store import StateStore
@@ -33,6 +34,7 @@ from ..transcript.repair import (
     RULE_MERGE_ASSISTANT,
     RULE_MERGE_USER,
     RULE_ORPHAN_TOOL,
+    RULE_UNMERGEABLE_ASSISTANT,
     RULES,
     violations,
 )
@@ -49,7 +51,7 @@ __all__ = [
     "repair_transcripts",
 ]
 
-ALTERNATION_RULES = (RULE_MERGE_USER, RULE_MERGE_ASSISTANT)
+ALTERNATION_RULES = (RULE_MERGE_USER, RULE_MERGE_ASSISTANT, RULE_UNMERGEABLE_ASSISTANT)
 """Rules of role alternation: two user or two assistant turns in a row."""
 TOOL_PAIRING_RULES = (RULE_ORPHAN_TOOL, RULE_DUPLICATE_TOOL)
 """Rules of tool pairing: a result that answers no open call, or answers one twice."""
@@ -189,10 +191,23 @@ def _scan(conn: Connection) -> tuple[int, int, list[SessionViolations]]:
         ]
         rows_checked += len(transcript)
         hits = violations(transcript)
+        if any(rule in ALTERNATION_RULES for _index, rule in hits):
+            # Whether two same-role turns merge depends on their speakers and content
+            # shapes: only these (rare) sessions are read whole.
+            hits = violations(_whole(conn, str(sid)))
         if hits:
             by_rule = Counter(rule for _index, rule in hits)
             found.append(SessionViolations(str(sid), len(transcript), dict(by_rule)))
     return sessions_checked, rows_checked, found
+
+
+def _whole(conn: Connection, session_id: str) -> list[dict[str, Any]]:
+    stmt = (
+        select(*(_m.c[name] for name in MESSAGE_COLUMNS))
+        .where(_m.c.session_id == session_id, _m.c.active == 1)
+        .order_by(_m.c.id)
+    )
+    return [row_to_message(row) for row in conn.execute(stmt)]
 
 
 def check_transcripts(store: StateStore) -> TranscriptReport:

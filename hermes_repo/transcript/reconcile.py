@@ -11,7 +11,14 @@ the stored active rows equal to the repaired replay, in the transaction that dec
   the plan clears the stale sidecar; the FTS update trigger re-indexes it;
 * a removed row is archived, never deleted: ``active = 0``, ``archived_at`` and an
   ``archive_reason`` naming the rule and the survivor (``"merge_user into #41"``,
-  ``"orphan_tool_result"``); flipping ``active`` does not touch the full-text index;
+  ``"unmergeable_assistant after #41"``, ``"orphan_tool_result"``); flipping ``active``
+  does not touch the full-text index, and no other column of the row changes;
+* before a survivor is rewritten, its row as it was is kept: a copy of every column
+  (content, parts, tool calls, reasoning, sidecar, ``extra``, timestamp...) is inserted
+  as an archived row of the same session, with a fresh uid and the reason
+  ``"repair_original of #41"`` (:func:`original_reason`). So every value a repair
+  overwrites stays in the audit trail byte for byte: the active rows and the archived
+  rows together hold every row as it was before any repair;
 * the session's ``message_count`` / ``tool_call_count`` are set to what the active rows
   hold.
 
@@ -54,21 +61,29 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import String, bindparam, insert, literal, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
 from ..backend import POSTGRESQL, SQLITE
-from ..codec import MESSAGE_COLUMNS, content_columns, dumps, encode_text, row_to_message
+from ..codec import MESSAGE_COLUMNS, content_columns, dumps, encode_text, new_uid, row_to_message
 from ..errors import HermesRepoError, describe
 from ..models import messages_table, sessions_table
-from .repair import Removal, RepairPlan, SurvivorUpdate, repair_transcript, violations
+from .repair import (
+    RULE_UNMERGEABLE_ASSISTANT,
+    Removal,
+    RepairPlan,
+    SurvivorUpdate,
+    repair_transcript,
+    violations,
+)
 
 if TYPE_CHECKING:
     from ..database import WriteCore
     from ..uow import UnitOfWork
 
 __all__ = [
+    "ORIGINAL_REASON",
     "PATH_CLEAN",
     "PATH_SAME_TRANSACTION",
     "PATH_WRITE_UNIT",
@@ -76,6 +91,7 @@ __all__ = [
     "ReconcileConflict",
     "ReconcileResult",
     "archive_reason",
+    "original_reason",
     "plan_repair",
     "reconcile_session",
 ]
@@ -88,6 +104,9 @@ PATH_SAME_TRANSACTION: Final = "same_transaction"
 """The repair was written in the transaction that read the rows."""
 PATH_WRITE_UNIT: Final = "write_unit"
 """The state had moved (or the write failed): re-read and re-planned under BEGIN IMMEDIATE."""
+
+ORIGINAL_REASON: Final = "repair_original"
+"""The ``archive_reason`` prefix of a survivor's row as it was before a repair rewrote it."""
 
 _messages = messages_table
 _sessions = sessions_table
@@ -139,6 +158,9 @@ class ReconcileResult:
     path: str = PATH_CLEAN
     """How the call ended: :data:`PATH_CLEAN`, :data:`PATH_SAME_TRANSACTION` or
     :data:`PATH_WRITE_UNIT`."""
+    originals: tuple[tuple[int, int], ...] = ()
+    """(survivor id, id of the archived copy of its row as it was) for every survivor
+    this call rewrote."""
 
     @property
     def changed(self) -> bool:
@@ -148,7 +170,16 @@ class ReconcileResult:
 
 def archive_reason(rule: str, survivor_id: int | None) -> str:
     """The audit text of an archived row: the rule, and the survivor for a merge."""
-    return rule if survivor_id is None else f"{rule} into #{survivor_id}"
+    if survivor_id is None:
+        return rule
+    if rule == RULE_UNMERGEABLE_ASSISTANT:
+        return f"{rule} after #{survivor_id}"
+    return f"{rule} into #{survivor_id}"
+
+
+def original_reason(survivor_id: int) -> str:
+    """The audit text of the archived copy of a survivor's row before a repair."""
+    return f"{ORIGINAL_REASON} of #{survivor_id}"
 
 
 # -- planning ------------------------------------------------------------------------
@@ -336,6 +367,10 @@ def _write(
         return int(row_ids[index])
 
     written = 0
+    originals = tuple(
+        (ids(u.index), _keep_original(conn, session_id, ids(u.index), now)) for u in plan.updates
+    )
+    written += len(originals)
     # One executemany per set of changed columns: an UPDATE that only sets tool_calls
     # must not name content, or the FTS update triggers would re-index the row for nothing.
     groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
@@ -396,7 +431,43 @@ def _write(
         before,
         after,
         path=path,
+        originals=originals,
     )
+
+
+# Every column but the row's identity and archive state, copied as stored.
+_KEPT_COLUMNS: Final = tuple(
+    c.name
+    for c in _messages.columns
+    if c.name not in ("id", "uid", "active", "archived_at", "archive_reason")
+)
+
+
+def _keep_original(conn: Connection, session_id: str, row_id: int, now: float) -> int:
+    """Copy the active row ``row_id`` as it is now into a new archived row; its id.
+
+    Copied inside the database (INSERT ... SELECT), so every column is kept exactly as
+    stored, whatever the codec would make of it.
+    """
+    copied = select(
+        *(_messages.c[name] for name in _KEPT_COLUMNS),
+        literal(new_uid(), String),
+        literal(0),
+        literal(now),
+        literal(original_reason(row_id), String),
+    ).where(
+        _messages.c.id == row_id,
+        _messages.c.session_id == session_id,
+        _messages.c.active == 1,
+    )
+    stmt = (
+        insert(_messages)
+        .from_select([*_KEPT_COLUMNS, "uid", "active", "archived_at", "archive_reason"], copied)
+        .returning(_messages.c.id)
+    )
+    found = conn.execute(stmt).scalars().all()
+    _expect(len(found), 1, session_id)
+    return int(found[0])
 
 
 def _interleaves(conn: Connection) -> bool:

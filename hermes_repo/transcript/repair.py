@@ -6,14 +6,27 @@ it. Crashes and retries produce exactly such transcripts, so before replay the s
 is repaired:
 
 * consecutive assistant turns merge into the first (text, tool calls, reasoning);
-* consecutive user turns merge into the first (text and every multimodal part);
+* consecutive user turns merge into the first (text, or every multimodal part);
 * tool results that answer no open call are dropped (orphans and duplicates).
 
+A merge happens only when it is lossless (:func:`mergeable`): the two turns have the
+same speaker, and their contents have the same shape. Speaker means every key of the
+message except those a merge is defined for (:data:`MERGE_KEYS`): ``name`` in a group
+chat, and any other key a caller keeps on a message. Shape means text with text (joined
+with a separator), a part list with a part list (the lists concatenated: every part
+kept, in order, which is what a provider does itself with two user turns of parts), or
+a turn without content (None) with either. A text is never turned into a part, nor a
+dict or any other value into text: content keeps its type. Two same-role turns that
+cannot merge stay as they are (two speakers in a row are a valid group chat), except
+an assistant turn after an assistant turn that holds tool calls: those calls must be
+answered next, so that later turn leaves the replay (rule
+:data:`RULE_UNMERGEABLE_ASSISTANT`; the row is archived whole, never rewritten).
+
 The repair never invents content, never touches ``display_only`` rows (they are outside
-the replayed sequence) and never loses user text. It is pure: the caller gets the
-repaired list together with a :class:`RepairPlan` that describes exactly which rows
-change and which leave the replay, so a store can persist the same transformation and
-audit it.
+the replayed sequence), never changes a kept message's content shape or speaker, and
+never loses user text. It is pure: the caller gets the repaired list together with a
+:class:`RepairPlan` that describes exactly which rows change and which leave the replay,
+so a store can persist the same transformation and audit it.
 """
 
 from __future__ import annotations
@@ -23,18 +36,24 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from ..codec import LAYER_KEYS, TEXT_MARK
+
 __all__ = [
+    "MERGE_KEYS",
     "RULES",
     "RULE_DUPLICATE_TOOL",
     "RULE_MERGE_ASSISTANT",
     "RULE_MERGE_USER",
     "RULE_ORPHAN_TOOL",
+    "RULE_UNMERGEABLE_ASSISTANT",
     "UPDATABLE_FIELDS",
     "Removal",
     "RepairPlan",
     "RepairResult",
     "SurvivorUpdate",
     "apply_plan",
+    "content_kind",
+    "mergeable",
     "repair_transcript",
     "violations",
 ]
@@ -47,11 +66,40 @@ RULE_ORPHAN_TOOL: Final = "orphan_tool_result"
 """A tool result that answers no call of the assistant turn before it."""
 RULE_DUPLICATE_TOOL: Final = "duplicate_tool_result"
 """A second tool result for a call that already has one."""
-RULES: Final = (RULE_MERGE_ASSISTANT, RULE_MERGE_USER, RULE_ORPHAN_TOOL, RULE_DUPLICATE_TOOL)
+RULE_UNMERGEABLE_ASSISTANT: Final = "unmergeable_assistant"
+"""An assistant turn right after an assistant turn with tool calls, that cannot merge
+into it (another speaker, or content of another shape): it leaves the replay whole."""
+RULES: Final = (
+    RULE_MERGE_ASSISTANT,
+    RULE_MERGE_USER,
+    RULE_ORPHAN_TOOL,
+    RULE_DUPLICATE_TOOL,
+    RULE_UNMERGEABLE_ASSISTANT,
+)
 """Every rule name a :class:`Removal` can carry."""
 
 UPDATABLE_FIELDS: Final = ("content", "tool_calls", "reasoning", "reasoning_details", "api_content")
 """The only keys a repair ever changes on a surviving row."""
+
+MERGE_KEYS: Final = frozenset(
+    {
+        *UPDATABLE_FIELDS,
+        # Per-row facts: the survivor keeps its own, the merged row keeps its own in
+        # its archived row.
+        "uid",
+        "timestamp",
+        "token_count",
+        "finish_reason",
+        # What a store adds to a loaded message (row id, archive state), and a
+        # caller's own key of one of these names, as a load with ids returns it: a
+        # per-message identity (e.g. a provider's message "id"), so whether two turns
+        # merge never depends on how they were loaded.
+        *LAYER_KEYS,
+        *(TEXT_MARK + key for key in LAYER_KEYS),
+    }
+)
+"""Keys a merge is defined for. Every other key (``name``, any caller key) is part of
+who speaks: two turns merge only when they agree on all of them."""
 
 _MERGE_RULES: Final = {"user": RULE_MERGE_USER, "assistant": RULE_MERGE_ASSISTANT}
 _TEXT_SEPARATORS: Final = {"user": "\n\n", "assistant": "\n"}
@@ -129,26 +177,86 @@ def _tool_rule(row: Mapping[str, Any], known: set[Any] | None, open_ids: set[Any
     return RULE_DUPLICATE_TOOL if call_id in known else RULE_ORPHAN_TOOL
 
 
-def _as_parts(content: Any) -> list[Any]:
+def content_kind(content: Any) -> str:
+    """The shape of a message's content: ``none``, ``text``, ``parts`` or ``other``."""
     if content is None:
-        return []
+        return "none"
+    if isinstance(content, str):
+        return "text"
     if isinstance(content, list):
-        return copy.deepcopy(content)
-    text = content if isinstance(content, str) else str(content)
-    return [{"type": "text", "text": text}] if text else []
+        return "parts"
+    return "other"
+
+
+def _content_merges(kind: str, content: Any) -> bool:
+    """Whether ``content`` merges into a survivor whose content has shape ``kind``."""
+    other = content_kind(content)
+    if other == "none":
+        return True  # nothing to add: the survivor's content is left as it is
+    if other == "other":
+        return False  # a dict (or any other value) has no lossless join
+    return kind in ("none", other)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Deep equality that also compares types (1, 1.0 and True are different speakers).
+
+    Iterative: a caller's value may be nested deeper than Python's recursion limit.
+    """
+    stack = [(a, b)]
+    while stack:
+        x, y = stack.pop()
+        if type(x) is not type(y):
+            return False
+        if isinstance(x, dict):
+            if x.keys() != y.keys():
+                return False
+            stack.extend((x[k], y[k]) for k in x)
+        elif isinstance(x, list | tuple):
+            if len(x) != len(y):
+                return False
+            stack.extend(zip(x, y, strict=True))
+        elif x != y:
+            return False
+    return True
+
+
+def _same_speaker(first: Mapping[str, Any], second: Mapping[str, Any]) -> bool:
+    keys = (first.keys() | second.keys()) - MERGE_KEYS
+    # A key holding None is the key left out: a store returns it so.
+    return all(_same(first.get(k), second.get(k)) for k in keys)
+
+
+def mergeable(survivor: Mapping[str, Any], other: Mapping[str, Any]) -> bool:
+    """Whether ``other`` merges into ``survivor`` (the same role) without loss.
+
+    Same speaker (every key but :data:`MERGE_KEYS` equal) and content of the same
+    shape (see the module's documentation). ``survivor`` is the survivor as merged so
+    far: a turn without content that absorbed text has text.
+    """
+    return _content_merges(content_kind(survivor.get("content")), other.get("content")) and (
+        _same_speaker(survivor, other)
+    )
 
 
 def _merge_content(first: Any, second: Any, separator: str) -> Any:
-    if isinstance(first, list) or isinstance(second, list):
-        # A provider accepts either a string or a part list, never a mix: the string
-        # side is promoted so no image or other part is lost.
-        return _as_parts(first) + _as_parts(second)
-    texts = [c if isinstance(c, str) else str(c) for c in (first, second) if c is not None]
-    texts = [t for t in texts if t]
+    """The content of two turns that :func:`mergeable` allows to merge."""
+    if second is None:
+        return first
+    if first is None:
+        return copy.deepcopy(second)
+    if isinstance(first, list):
+        # Both part lists: every part kept, in order; the shape stays a list.
+        return copy.deepcopy(first) + copy.deepcopy(second)
+    texts = [t for t in (first, second) if t]
     if not texts:
         # Nothing to add: keep the survivor's own empty value rather than invent one.
         return first
     return separator.join(texts)
+
+
+def _has_calls(tool_calls: Any) -> bool:
+    return isinstance(tool_calls, list) and bool(tool_calls)
 
 
 def _unite_calls(first: Any, second: Any) -> list[Any] | None:
@@ -229,14 +337,26 @@ def repair_transcript(messages: Sequence[Mapping[str, Any]]) -> RepairResult:
                 continue
             open_ids.discard(row.get("tool_call_id"))
         elif role in _MERGE_RULES and last is not None and rows[last].get("role") == role:
-            _merge_into(rows[last], row, role)
-            removals.append(Removal(index, _MERGE_RULES[role], last))
-            survivors.add(last)
+            if mergeable(rows[last], row):
+                _merge_into(rows[last], row, role)
+                removals.append(Removal(index, _MERGE_RULES[role], last))
+                survivors.add(last)
+                if role == "assistant":
+                    # No result can have been consumed yet: the survivor is the last row.
+                    known = _call_ids(rows[last].get("tool_calls"))
+                    open_ids = set(known)
+                continue
+            if role == "assistant" and _has_calls(rows[last].get("tool_calls")):
+                # The survivor's calls must be answered next; this turn cannot join
+                # it without loss, so it leaves the replay as it is (archived whole).
+                removals.append(Removal(index, RULE_UNMERGEABLE_ASSISTANT, last))
+                continue
+            # Another speaker (or another content shape): a turn of its own.
             if role == "assistant":
-                # No result can have been consumed yet: the survivor is the last row.
-                known = _call_ids(rows[last].get("tool_calls"))
+                known = _call_ids(row.get("tool_calls"))
                 open_ids = set(known)
-            continue
+            else:
+                known = None
         elif role == "assistant":
             known = _call_ids(row.get("tool_calls"))
             open_ids = set(known)
@@ -282,6 +402,9 @@ def violations(messages: Sequence[Mapping[str, Any]]) -> list[tuple[int, str]]:
     """
     found: list[tuple[int, str]] = []
     last_role: Any = None
+    turn: Mapping[str, Any] = {}  # the row that started the current user/assistant turn
+    turn_kind = "none"  # its content's shape once merged
+    turn_calls = False  # whether it holds tool calls once merged
     known: set[Any] | None = None
     open_ids: set[Any] = set()
     for index, row in enumerate(messages):
@@ -294,14 +417,27 @@ def violations(messages: Sequence[Mapping[str, Any]]) -> list[tuple[int, str]]:
                 open_ids.discard(row.get("tool_call_id"))
             else:
                 found.append((index, rule))
-        elif role in _MERGE_RULES and role == last_role:
-            found.append((index, _MERGE_RULES[role]))
-            if role == "assistant" and known is not None:
-                # Same as the repair: later duplicates of an id add nothing.
-                fresh = _call_ids(row.get("tool_calls")) - known
-                known |= fresh
-                open_ids |= fresh
-        elif role == "assistant":
+            last_role = role
+            continue
+        if role in _MERGE_RULES and role == last_role:
+            if _content_merges(turn_kind, row.get("content")) and _same_speaker(turn, row):
+                found.append((index, _MERGE_RULES[role]))
+                if turn_kind == "none":
+                    turn_kind = content_kind(row.get("content"))
+                if role == "assistant" and known is not None:
+                    # Same as the repair: later duplicates of an id add nothing.
+                    fresh = _call_ids(row.get("tool_calls")) - known
+                    known |= fresh
+                    open_ids |= fresh
+                    turn_calls = turn_calls or _has_calls(row.get("tool_calls"))
+                continue
+            if role == "assistant" and turn_calls:
+                found.append((index, RULE_UNMERGEABLE_ASSISTANT))
+                continue
+        if role in _MERGE_RULES:
+            turn, turn_kind = row, content_kind(row.get("content"))
+            turn_calls = _has_calls(row.get("tool_calls"))
+        if role == "assistant":
             known = _call_ids(row.get("tool_calls"))
             open_ids = set(known)
         else:

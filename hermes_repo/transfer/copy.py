@@ -25,6 +25,18 @@ consistent.
   start); otherwise :class:`CopyConflictError`.
 * **Verified**: at the end both stores' tables are compared by counts and checksums
   (:func:`store_checksums`); a difference raises :class:`CopyVerificationError`.
+* **Unfinished until verified**: before its first write the copy marks the target
+  (``state_meta`` key ``copy_in_progress``: the source, its store id, the start time and
+  the command that runs the copy again, see :mod:`hermes_repo.schema.copy_mark`). The
+  mark goes only after the verification passed, in the transaction that appends the
+  source's ``store_id`` to the target's ``copied_from`` (a JSON list). A killed or failed
+  copy leaves it, and ``doctor`` reports the target as ``copy-unfinished`` with that
+  command (``health()`` notes it too). The target's own ``store_id`` is never replaced
+  by the source's.
+* **Counters never claim missing rows**: a session arrives with zero counters, and each
+  message batch adds what it brings in its own transaction (see :mod:`.copy_rows`); a
+  last pass sets the source's figures. At every batch boundary a session's counters
+  count the active rows the target holds.
 
 Both ends are anything with an ``engine``, ``read`` and ``write`` (a
 :class:`~hermes_repo.StateStore`); only SQLAlchemy Core on the model tables is used,
@@ -33,10 +45,13 @@ with PostgreSQL's id sequence moved past the copied ids.
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from sqlalchemy import func, select
@@ -44,12 +59,16 @@ from sqlalchemy.engine import Connection, make_url
 
 from ..errors import ConfigurationError, IntegrityViolation
 from ..models import messages_table, sessions_table, state_meta_table
+from ..repositories.meta import MetaRepository
+from ..schema.copy_mark import COPIED_FROM_KEY, COPY_MARK_KEY, STORE_ID_KEY, CopyMark
+from ..uow import UnitOfWork
 from .copy_rows import (
     DERIVED_META_KEYS,
     CopyConflictError,
     CopyEndpoint,
     CopyError,
     TableTally,
+    copy_counters,
     copy_links,
     copy_messages,
     copy_meta,
@@ -70,6 +89,7 @@ __all__ = [
     "TableTally",
     "copy_store",
     "describe_endpoint",
+    "rerun_command",
     "store_checksums",
 ]
 
@@ -103,6 +123,11 @@ class CopyReport:
     messages: TableTally = field(default_factory=TableTally)
     state_meta: TableTally = field(default_factory=TableTally)
     parent_links: int = 0
+    counters: int = 0
+    """Sessions whose counters were set to the source's figures by the last pass
+    (the source's counters differed from its own rows)."""
+    copied_from: list[str] = field(default_factory=list)
+    """The target's ``copied_from`` after the copy: the source store ids."""
     checksums: dict[str, dict[str, int]] = field(default_factory=dict)
     seconds: float = 0.0
 
@@ -111,7 +136,7 @@ class CopyReport:
         """Rows inserted or updated, and parent links set, in the target (0 when it
         was already a copy)."""
         tables = (self.sessions, self.messages, self.state_meta)
-        return self.parent_links + sum(t.inserted + t.updated for t in tables)
+        return self.parent_links + self.counters + sum(t.inserted + t.updated for t in tables)
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready view."""
@@ -122,6 +147,8 @@ class CopyReport:
             "messages": self.messages.as_dict(),
             "state_meta": self.state_meta.as_dict(),
             "parent_links": self.parent_links,
+            "counters": self.counters,
+            "copied_from": list(self.copied_from),
             "written": self.written,
             "verified": self.checksums,
             "seconds": round(self.seconds, 3),
@@ -131,6 +158,24 @@ class CopyReport:
 def describe_endpoint(end: CopyEndpoint) -> str:
     """The end's database URL with its password hidden (safe to print or log)."""
     return end.engine.url.render_as_string(hide_password=True)
+
+
+def _command_arg(end: CopyEndpoint) -> str:
+    """How a ``hermes-repo`` command names ``end``: a folder, or a URL without its
+    password (PGPASSWORD or ~/.pgpass give it)."""
+    url = end.engine.url
+    if url.get_backend_name() == "sqlite" and url.database:
+        return shlex.quote(os.path.dirname(os.path.realpath(url.database)))
+    return shlex.quote(url.set(password=None).render_as_string(hide_password=False))
+
+
+def rerun_command(source: CopyEndpoint, target: CopyEndpoint, batch_size: int) -> str:
+    """The ``hermes-repo db copy`` command that copies ``source`` into ``target`` again
+    (it resumes: only what is missing or different is written). No password appears."""
+    src, dst = _command_arg(source), _command_arg(target)
+    option = "--home" if source.engine.url.get_backend_name() == "sqlite" else "--url"
+    size = "" if batch_size == DEFAULT_BATCH_SIZE else f" --batch-size {batch_size}"
+    return f"hermes-repo {option} {src} db copy --to {dst}{size}"
 
 
 def _identity(end: CopyEndpoint) -> str:
@@ -209,6 +254,31 @@ def _verify(source: CopyEndpoint, target: CopyEndpoint) -> dict[str, dict[str, i
     return theirs
 
 
+def _store_id(conn: Connection) -> str | None:
+    return MetaRepository(conn).get(STORE_ID_KEY)
+
+
+def _mark(mark: CopyMark, uow: UnitOfWork) -> None:
+    uow.meta.set(COPY_MARK_KEY, mark.as_json())
+
+
+def _finish(source_id: str | None, uow: UnitOfWork) -> list[str]:
+    """Record the source in ``copied_from`` and clear the mark, in one transaction."""
+    raw = uow.meta.get(COPIED_FROM_KEY)
+    try:
+        found = json.loads(raw) if raw is not None else []
+    except ValueError:
+        found = []
+    # A value this code did not write is kept, as the list's first entry.
+    ids = [i for i in found if isinstance(i, str)] if isinstance(found, list) else [str(raw)]
+    if source_id is not None and source_id not in ids:
+        ids.append(source_id)
+    if ids and json.dumps(ids) != raw:
+        uow.meta.set(COPIED_FROM_KEY, json.dumps(ids))
+    uow.meta.delete(COPY_MARK_KEY)
+    return ids
+
+
 def copy_store(
     source: CopyEndpoint,
     target: CopyEndpoint,
@@ -237,6 +307,15 @@ def copy_store(
     started = time.monotonic()
     report = CopyReport(describe_endpoint(source), describe_endpoint(target))
     refuse_foreign_rows(source, target, batch_size)
+    source_id = source.read(_store_id)
+    mark = CopyMark(
+        source=_command_arg(source),
+        source_store_id=source_id,
+        started_at=time.time(),
+        command=rerun_command(source, target, batch_size),
+    )
+    # Before the first row: from here until _finish the target says it is unfinished.
+    target.write(partial(_mark, mark))
     total = source.read(
         lambda conn: int(
             conn.execute(select(func.count()).select_from(messages_table)).scalar_one()
@@ -264,6 +343,8 @@ def copy_store(
             f"gained sessions during the copy, {_RESUME}"
         ) from exc
     report.state_meta = copy_meta(source, target, batch_size)
+    report.counters = copy_counters(source, target, batch_size)
     report.checksums = _verify(source, target)
+    report.copied_from = target.write(partial(_finish, source_id))
     report.seconds = time.monotonic() - started
     return report

@@ -3,7 +3,14 @@ the target in one transaction of its own.
 
 Every pass walks a table in key order from a cursor, so memory holds one batch whatever
 the store's size, and a run killed between two batches leaves the target holding a
-prefix of each table, which the next run compares and skips. Rows are compared whole:
+prefix of each table, which the next run compares and skips.
+
+Session counters follow the messages: a session is created in the target with zero
+counters, each message batch adds what its rows bring (an active row 1 message and its
+tool calls) in its own transaction, and a last pass (:func:`copy_counters`) sets them to
+the source's own figures. So at every batch boundary, a kill included, a session's
+counters count exactly the active rows the target holds, never rows it lacks. Rows are
+compared whole:
 a row missing from the target is inserted, a row the source changed since (a repair
 archived it, a session ended) is updated, an equal row is left alone, and a row that is
 another store's (a different message under the same id) is refused before anything is
@@ -25,6 +32,7 @@ from sqlalchemy import (
     Integer,
     MetaData,
     Table,
+    bindparam,
     insert,
     select,
     text,
@@ -32,8 +40,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection
 
+from ..codec import loads
 from ..errors import HermesRepoError
 from ..models import messages_table, sessions_table, state_meta_table
+from ..schema.copy_mark import COPIED_FROM_KEY, COPY_MARK_KEY, STORE_ID_KEY
 from ..schema.fts import STALE_KEY
 from ..uow import UnitOfWork
 
@@ -43,6 +53,7 @@ __all__ = [
     "CopyEndpoint",
     "CopyError",
     "TableTally",
+    "copy_counters",
     "copy_links",
     "copy_messages",
     "copy_meta",
@@ -54,9 +65,12 @@ T = TypeVar("T")
 A = TypeVar("A")
 Row = dict[str, Any]
 
-#: ``state_meta`` keys that describe the file they sit in, not the data: a copy neither
-#: carries them over nor counts them (the target's own index state is its own).
-DERIVED_META_KEYS = frozenset({STALE_KEY})
+#: ``state_meta`` keys that describe the store they sit in, not the data: a copy neither
+#: carries them over, nor counts them, nor refuses a target for holding them (the
+#: target's index state, its id, its copy history and its unfinished-copy mark are its
+#: own).
+DERIVED_META_KEYS = frozenset({STALE_KEY, STORE_ID_KEY, COPIED_FROM_KEY, COPY_MARK_KEY})
+_COUNTERS = ("message_count", "tool_call_count")
 
 
 def _wide(table: Table) -> Table:
@@ -191,12 +205,19 @@ def _write_sessions(conn: Connection, rows: list[Row]) -> TableTally:
     parents = {r["parent_session_id"] for r in rows} - {None}
     present = set(conn.execute(select(_sessions.c.id).where(_sessions.c.id.in_(parents))).scalars())
     wanted = [
-        # A parent not in the target yet is linked later, by copy_links.
-        r if r["parent_session_id"] in present else {**r, "parent_session_id": None}
+        # A parent not in the target yet is linked later, by copy_links; the counters
+        # start at zero and grow with the messages (see the module's documentation).
+        {
+            **r,
+            "parent_session_id": p if (p := r["parent_session_id"]) in present else None,
+            "message_count": 0,
+            "tool_call_count": 0,
+        }
         for r in rows
     ]
-    # A link the target already has stays: copy_links owns parent_session_id.
-    return _merge(conn, _sessions, wanted, have, skip=frozenset({"parent_session_id"}))
+    # A link the target already has stays: copy_links owns parent_session_id, and the
+    # message batches and copy_counters own the counters.
+    return _merge(conn, _sessions, wanted, have, skip=frozenset({"parent_session_id", *_COUNTERS}))
 
 
 def _merge(
@@ -298,12 +319,26 @@ def _write_messages(conn: Connection, rows: list[Row]) -> TableTally:
     have = {
         r["id"]: r for r in _rows(conn, select(_messages).where(_messages.c.id.between(lo, hi)))
     }
+    deltas = _counter_deltas(rows, have)
     tally = _merge(conn, _messages, rows, have, check=_same_message)
     if have:  # ids the source does not have, between two of its own
         extra = min(have)
         raise CopyConflictError(
             f"the target holds message id {extra} (session {have[extra]['session_id']!r}), "
             f"which the source does not have; it is another store's data; {_CLEAN}"
+        )
+    if deltas:
+        conn.execute(
+            update(_sessions)
+            .where(_sessions.c.id == bindparam("b_sid"))
+            .values(
+                message_count=_sessions.c.message_count + bindparam("b_messages"),
+                tool_call_count=_sessions.c.tool_call_count + bindparam("b_calls"),
+            ),
+            [
+                {"b_sid": sid, "b_messages": d[0], "b_calls": d[1]}
+                for sid, d in sorted(deltas.items())
+            ],
         )
     if tally.inserted and conn.dialect.name == "postgresql":
         # Explicit ids do not move the id sequence: the next append would reuse one.
@@ -314,6 +349,63 @@ def _write_messages(conn: Connection, rows: list[Row]) -> TableTally:
             )
         )
     return tally
+
+
+def _counts_of(row: Mapping[str, Any] | None) -> tuple[int, int]:
+    """What a stored message adds to its session's counters: active rows only."""
+    if row is None or not row["active"]:
+        return 0, 0
+    calls = row["tool_calls"]
+    if calls is None:
+        return 1, 0
+    try:
+        value = loads(calls)
+    except ValueError:
+        return 1, 0  # as the store's recount reads it
+    return 1, len(value) if isinstance(value, list) else 0
+
+
+def _counter_deltas(rows: Sequence[Row], have: Mapping[Any, Row]) -> dict[str, tuple[int, int]]:
+    """Per session, how this batch moves (message_count, tool_call_count)."""
+    deltas: dict[str, tuple[int, int]] = {}
+    for row in rows:
+        old = have.get(row["id"])
+        new_m, new_c = _counts_of(row)
+        old_m, old_c = _counts_of(old)
+        if (new_m, new_c) != (old_m, old_c):
+            m, c = deltas.get(row["session_id"], (0, 0))
+            deltas[row["session_id"]] = (m + new_m - old_m, c + new_c - old_c)
+    return {sid: d for sid, d in deltas.items() if d != (0, 0)}
+
+
+def copy_counters(source: CopyEndpoint, target: CopyEndpoint, size: int) -> int:
+    """Set each session's counters to the source's figures; the sessions changed.
+
+    After the message batches they already count the target's active rows; this
+    carries over a source whose counters differ from its own rows (so the copy is
+    exact), and is a no-op otherwise.
+    """
+    changed = 0
+    for rows in _batches(source, _sessions, _sessions.c.id, size):
+        want = {r["id"]: (r["message_count"], r["tool_call_count"]) for r in rows}
+        changed += target.write(partial(_in_unit, _set_counters, want))
+    return changed
+
+
+def _set_counters(conn: Connection, want: Mapping[str, tuple[int, int]]) -> int:
+    stmt = select(_sessions.c.id, _sessions.c.message_count, _sessions.c.tool_call_count).where(
+        _sessions.c.id.in_(list(want))
+    )
+    changed = 0
+    for sid, messages, calls in conn.execute(stmt):
+        if (messages, calls) != want[sid]:
+            conn.execute(
+                update(_sessions)
+                .where(_sessions.c.id == sid)
+                .values(message_count=want[sid][0], tool_call_count=want[sid][1])
+            )
+            changed += 1
+    return changed
 
 
 def _same_message(want: Mapping[str, Any], have: Mapping[str, Any]) -> None:

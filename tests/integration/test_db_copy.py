@@ -4,6 +4,7 @@ SIGKILL, verified, and refusing a target that holds another store's rows."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from sqlalchemy import text
 
 from hermes_repo import StateStore
 from hermes_repo.errors import ConfigurationError
+from hermes_repo.schema.copy_mark import COPIED_FROM_KEY, COPY_MARK_KEY, STORE_ID_KEY, copy_mark
 from hermes_repo.transfer.copy import (
     CopyConflictError,
     CopyVerificationError,
@@ -23,7 +25,9 @@ from tests.support.copying import (
     fill_plain_store,
     kill_copy_midway,
     message_count,
+    meta_value,
     new_home,
+    set_meta,
     store_rows,
     store_with_session,
 )
@@ -99,7 +103,8 @@ def test_a_rerun_brings_over_what_the_source_changed_since(
     again = copy_store(source, target)
 
     assert again.messages.inserted == 1 and again.messages.updated == 1
-    assert again.sessions.updated == 3  # counters of two sessions, the end of one
+    # The end of one session; the counters of two moved with their messages' batches.
+    assert again.sessions.updated == 1 and again.counters == 0
     assert store_rows(target) == store_rows(source)
 
 
@@ -204,16 +209,24 @@ def test_a_batch_size_out_of_range_is_refused(
 def test_a_source_written_during_the_copy_fails_verification_then_a_rerun_matches(
     source: StateStore, target: StateStore
 ) -> None:
-    # An agent keeps writing to the source: a session already copied gains a message.
+    # An agent keeps writing to the source: a message already copied is archived.
+    first = source.load_conversation("z-root").messages[0]["uid"]  # in the first batch
+
     def agent_writes(done: int, total: int) -> None:
         if done == 3:
-            source.append_message("lonely", {"role": "user", "content": "late"})
+            with source.unit_of_work() as uow:
+                uid = first
+                uow.messages.set_active("z-root", uid, False, reason="repair: test")
+                uow.messages.recount("z-root")
+                uow.commit()
 
     with pytest.raises(CopyVerificationError, match="run the copy again"):
         copy_store(source, target, batch_size=3, progress=agent_writes)
+    assert target.read(copy_mark) is not None  # unverified: still says unfinished
 
     copy_store(source, target)
     assert store_rows(target) == store_rows(source)
+    assert target.read(copy_mark) is None
 
 
 def test_progress_counts_messages_up_to_the_total(source: StateStore, target: StateStore) -> None:
@@ -236,3 +249,91 @@ def test_text_holding_nul_characters_copies_exactly_between_sqlite_stores(
 
         assert store_rows(target) == store_rows(source)
         assert target.load_conversation("s").messages[0]["content"] == "a\x00b"
+
+
+def test_store_id_is_never_copied_and_copied_from_names_each_source_once(
+    tmp_path: Path, source: StateStore, target: StateStore
+) -> None:
+    set_meta(source, STORE_ID_KEY, "src-A")
+    set_meta(target, STORE_ID_KEY, "dst-B")
+
+    report = copy_store(source, target, batch_size=5)
+    again = copy_store(source, target)
+
+    assert meta_value(target, STORE_ID_KEY) == "dst-B"  # the target stays itself
+    assert meta_value(target, COPIED_FROM_KEY) == '["src-A"]'
+    assert report.copied_from == again.copied_from == ["src-A"]  # once, however many runs
+    assert meta_value(target, COPY_MARK_KEY) is None
+    assert again.written == 0 and store_rows(target) == store_rows(source)
+    # A copy of the copy names the store it came from, not that store's own sources.
+    with StateStore.open(new_home(tmp_path, "third")) as third:
+        set_meta(third, STORE_ID_KEY, "third-C")
+        assert copy_store(target, third).copied_from == ["dst-B"]
+        assert meta_value(third, STORE_ID_KEY) == "third-C"
+        assert meta_value(third, COPIED_FROM_KEY) == '["dst-B"]'
+
+
+def test_a_source_without_a_store_id_adds_nothing_to_copied_from(
+    source: StateStore, target: StateStore
+) -> None:
+    with source.unit_of_work() as uow:
+        uow.meta.delete(STORE_ID_KEY)  # a store made before store ids existed
+        uow.commit()
+    report = copy_store(source, target)
+    assert report.copied_from == [] and meta_value(target, COPIED_FROM_KEY) is None
+    assert meta_value(target, COPY_MARK_KEY) is None
+
+
+def test_a_failed_copy_leaves_the_mark_with_the_command_that_resumes(
+    source: StateStore, target: StateStore
+) -> None:
+    def interrupt(done: int, total: int) -> None:
+        if done >= 6:
+            raise KeyboardInterrupt  # an operator's Ctrl-C between two batches
+
+    with pytest.raises(KeyboardInterrupt):
+        copy_store(source, target, batch_size=3, progress=interrupt)
+    mark = target.read(copy_mark)
+    assert mark is not None and mark.source_store_id == meta_value(source, STORE_ID_KEY)
+    assert mark.command.endswith(f"db copy --to {target.home} --batch-size 3")
+    assert target.read(lambda c: c.execute(text(DRIFT_SQL)).scalar()) == 0
+
+    copy_store(source, target, batch_size=3)
+    assert target.read(copy_mark) is None
+    assert store_rows(target) == store_rows(source)
+
+
+DRIFT_SQL = (
+    "SELECT count(*) FROM sessions s WHERE s.message_count <> "
+    "(SELECT count(*) FROM messages m WHERE m.session_id = s.id AND m.active = 1)"
+)
+
+
+def test_the_resume_command_survives_odd_folder_names(tmp_path: Path) -> None:
+    odd = tmp_path / 'it\'s a "store" $HOME; rm -rf x'
+    odd.mkdir()
+    with StateStore.open(odd) as src, StateStore.open(new_home(tmp_path, "t t")) as dst:
+        with src.unit_of_work() as uow:
+            uow.messages.append(uow.sessions.create(), {"role": "user", "content": "x"})
+            uow.commit()
+
+        def interrupt(done: int, total: int) -> None:
+            if done:
+                raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            copy_store(src, dst, batch_size=1, progress=interrupt)
+        mark = dst.read(copy_mark)
+        assert mark is not None
+        argv = shlex.split(mark.command)
+        assert argv == [
+            "hermes-repo",
+            "--home",
+            str(odd),
+            "db",
+            "copy",
+            "--to",
+            str(dst.home),
+            "--batch-size",
+            "1",
+        ]

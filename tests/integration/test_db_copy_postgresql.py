@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy import text
 
 from hermes_repo import StateStore
+from hermes_repo.schema.copy_mark import COPIED_FROM_KEY, COPY_MARK_KEY, STORE_ID_KEY
 from hermes_repo.transfer.copy import CopyConflictError, CopyError, copy_store
 from tests.support.copying import (
     PgEnd,
@@ -20,9 +21,11 @@ from tests.support.copying import (
     fill_plain_store,
     kill_copy_midway,
     message_count,
+    meta_value,
     new_home,
     pg_target,
     requires_pg,
+    set_meta,
     store_rows,
     store_with_session,
 )
@@ -135,3 +138,20 @@ def test_text_holding_nul_is_refused_by_name_and_the_rest_resumes_once_fixed(
             uow.commit()
         copy_store(source, pg)
         assert store_rows(pg) == store_rows(source)
+
+
+def test_copies_between_sqlite_and_postgresql_keep_each_store_id_and_record_the_source(
+    tmp_path: Path, source: StateStore, pg: Any
+) -> None:
+    set_meta(source, STORE_ID_KEY, "sqlite-1")
+    set_meta(pg, STORE_ID_KEY, "pg-1")
+
+    copy_store(source, pg, batch_size=4)
+    assert meta_value(pg, STORE_ID_KEY) == "pg-1"
+    assert meta_value(pg, COPIED_FROM_KEY) == '["sqlite-1"]'
+    assert meta_value(pg, COPY_MARK_KEY) is None
+    with StateStore.open(new_home(tmp_path, "back")) as back:
+        copy_store(pg, back)
+        assert meta_value(back, STORE_ID_KEY) != "pg-1"
+        assert meta_value(back, COPIED_FROM_KEY) == '["pg-1"]'
+        assert store_rows(back) == store_rows(source)

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from hermes_repo import StateStore
 from hermes_repo.transcript.reconcile import plan_repair
-from hermes_repo.transcript.repair import repair_transcript, violations
+from hermes_repo.transcript.repair import content_kind, repair_transcript, violations
 
 Msg = dict[str, Any]
 ID_POOL = ["a", "b", "c"]
@@ -33,7 +33,13 @@ part_st = st.one_of(
     st.builds(lambda t: {"type": "text", "text": t}, text_st),
     st.builds(lambda u: {"type": "image_url", "image_url": {"url": u}}, st.sampled_from("xyz")),
 )
-content_st = st.one_of(st.none(), text_st, st.lists(part_st, max_size=3))
+content_st = st.one_of(
+    st.none(),
+    text_st,
+    st.lists(part_st, max_size=3),
+    st.builds(lambda t: {"type": "input_text", "text": t}, text_st),  # a dict: never merged
+)
+name_st = st.sampled_from([None, None, "alice", "bob"])
 
 
 def call(cid: str) -> Msg:
@@ -57,6 +63,8 @@ def message_st(draw: st.DrawFn) -> Msg:
         row["tool_call_id"] = draw(st.one_of(st.none(), st.sampled_from([*ID_POOL, "zz"])))
     if draw(st.booleans()):
         row["api_content"] = draw(text_st)
+    if role in ("user", "assistant") and (name := draw(name_st)) is not None:
+        row["name"] = name
     if draw(st.integers(0, 5)) == 0:
         row["display_only"] = True
     return row
@@ -165,11 +173,38 @@ def test_durable_repair_converges_and_loses_nothing(
     assert again.repairs == 0
     assert json.dumps(again.messages) == json.dumps(out.messages)
     assert json.dumps(plain.messages) == json.dumps(out.messages)
-    # Rows are archived, never deleted: active + archived == the rows stored.
-    assert [m["id"] for m in audit] == [m["id"] for m in stored]
-    archived = [m for m in audit if m.get("active") is False]
+    # Rows are archived, never deleted: active + archived == the rows stored, followed
+    # by one archived copy of each rewritten survivor's row as it was.
+    assert [m["id"] for m in audit[: len(stored)]] == [m["id"] for m in stored]
+    originals = audit[len(stored) :]
+    archived = [m for m in audit[: len(stored)] if m.get("active") is False]
     assert len(archived) == out.repairs
     assert len(plain.messages) + len(archived) == len(stored)
+    assert len(originals) == len({u.index for u in expected.plan.updates})
+    # Every pre-repair value is recoverable, exactly: a row is either unchanged (active
+    # or archived), or a survivor whose row as it was is an archived copy.
+    strip = ("id", "uid", "active", "archived_at", "archive_reason")
+    by_id = {m["id"]: m for m in audit}
+    copies = {m["archive_reason"]: m for m in originals}
+    for before in stored:
+        now = by_id[before["id"]]
+        if {k: v for k, v in now.items() if k not in strip[2:]} == before:
+            continue
+        was = copies[f"repair_original of #{before['id']}"]
+        assert was["active"] is False and was["uid"] != before["uid"]
+        assert {k: v for k, v in was.items() if k not in strip} == {
+            k: v for k, v in before.items() if k not in strip
+        }
+    # A kept message keeps its content shape (a turn without content may take what
+    # merged into it) and its speaker.
+    stored_by_id = {b["id"]: b for b in stored}
+    for m in plain.messages:
+        before = stored_by_id[m["id"]]
+        kind = content_kind(before.get("content"))
+        assert content_kind(m.get("content")) in (
+            (kind,) if kind != "none" else ("none", "text", "parts")
+        )
+        assert m.get("name") == before.get("name")
     assert counters == (
         len(plain.messages),
         sum(len(m.get("tool_calls") or []) for m in plain.messages),

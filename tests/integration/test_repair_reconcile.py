@@ -140,9 +140,22 @@ def test_removed_rows_are_archived_with_reasons_never_deleted(store: StateStore)
     before = store.load_conversation(sid, include_inactive=True, with_ids=True).messages
     store.load_conversation(sid, repair=True)
     audit = store.load_conversation(sid, include_inactive=True, with_ids=True).messages
-    assert [m["id"] for m in audit] == [m["id"] for m in before] == ids  # nothing deleted
+    # Nothing deleted; the two survivors' rows as they were follow as archived copies.
+    assert [m["id"] for m in audit[: len(ids)]] == [m["id"] for m in before] == ids
+    originals = audit[len(ids) :]
+    assert [m["archive_reason"] for m in originals] == [
+        f"repair_original of #{ids[1]}",
+        f"repair_original of #{ids[4]}",
+    ]
+    for copy_row, survivor in zip(originals, (before[1], before[4]), strict=True):
+        assert copy_row["active"] is False and isinstance(copy_row["archived_at"], float)
+        assert copy_row["uid"] != survivor["uid"]
+        strip = ("id", "uid", "active", "archived_at", "archive_reason")
+        assert {k: v for k, v in copy_row.items() if k not in strip} == {
+            k: v for k, v in survivor.items() if k not in strip
+        }
 
-    for pos, row in enumerate(audit):
+    for pos, row in enumerate(audit[: len(ids)]):
         if pos in EXPECTED_ARCHIVED:
             rule, survivor = EXPECTED_ARCHIVED[pos]
             reason = rule if survivor is None else f"{rule} into #{ids[survivor]}"
@@ -184,9 +197,12 @@ def test_write_touches_only_the_changed_rows(store: StateStore) -> None:
     changed = {i for i in before if before[i] != after[i]}
     assert changed == {ids[1], ids[4], *(ids[p] for p in EXPECTED_ARCHIVED)}
     assert set(result.updated_ids) | {a.id for a in result.archived} == changed
+    # Each rewritten survivor's row as it was is inserted as an archived copy.
+    copies = {i for i in after if i not in before}
+    assert result.originals == tuple(zip((ids[1], ids[4]), sorted(copies), strict=True))
     # The session row's counters moved too: 12 rows with 2 calls -> 8 rows with 2 calls.
     assert result.counters_before == (12, 2) and result.counters_after == (8, 2)
-    assert result.rows_written == len(changed) + 1
+    assert result.rows_written == len(changed) + len(copies) + 1
 
 
 # Search on PostgreSQL arrives with its own revision (0004); until then SQLite only.
@@ -219,12 +235,86 @@ def test_unrelated_sessions_are_untouched(store: StateStore) -> None:
     assert {s: (rows_of(store, s), session_row(store, s)) for s in (other, clean)} == snapshot
 
 
+def test_shapes_and_speakers_that_cannot_merge_are_stored_untouched(store: StateStore) -> None:
+    """Issue 23: a dict content became its repr text, and two speakers became one."""
+    image = {"type": "image_url", "image_url": {"url": "u"}}
+    turns: list[Msg] = [
+        {"role": "user", "content": {"type": "input_text", "text": "a dict"}},
+        {"role": "user", "content": "plain text"},
+        {"role": "user", "content": [image]},
+        {"role": "user", "content": "from alice", "name": "alice"},
+        {"role": "user", "content": "from bob", "name": "bob"},
+        {"role": "assistant", "content": "ok"},
+    ]
+    sid, _ids = seed(store, turns)
+    before = rows_of(store, sid)
+    out = store.load_conversation(sid, repair=True)
+    assert out.repairs == 0
+    assert rows_of(store, sid) == before
+    assert [m["content"] for m in out.messages] == [t["content"] for t in turns]
+    assert [m.get("name") for m in out.messages] == [t.get("name") for t in turns]
+
+
+def test_a_survivors_overwritten_values_are_kept_exactly_in_the_audit_trail(
+    store: StateStore,
+) -> None:
+    sid, ids = seed(
+        store,
+        [
+            {"role": "user", "content": "q"},
+            {
+                "role": "assistant",
+                "content": None,
+                "api_content": "sent \udc80 as is",
+                "reasoning": None,
+                "tool_calls": [call("c1")],
+                "name": "bot",
+                "x": {"k": [1]},
+            },
+            {
+                "role": "assistant",
+                "content": "more",
+                "reasoning": "why",
+                "tool_calls": [call("c2")],
+                "name": "bot",
+                "x": {"k": [1]},
+            },
+        ],
+    )
+    raw_before = {r[0]: r for r in rows_of(store, sid)}
+    result = reconcile_session(store, sid)
+    assert result.updated_ids == (ids[1],)
+    ((survivor, copy_id),) = result.originals
+    raw_after = {r[0]: r for r in rows_of(store, sid)}
+    cols = _column_names(store)
+    kept = dict(zip(cols, raw_after[copy_id], strict=True))
+    was = dict(zip(cols, raw_before[survivor], strict=True))
+    for name in cols:
+        if name not in ("id", "uid", "active", "archived_at", "archive_reason"):
+            assert kept[name] == was[name], name  # byte for byte, as stored
+    assert kept["active"] == 0 and kept["archive_reason"] == f"repair_original of #{ids[1]}"
+    # The merged row itself is archived untouched.
+    merged_now = dict(zip(cols, raw_after[ids[2]], strict=True))
+    merged_was = dict(zip(cols, raw_before[ids[2]], strict=True))
+    for name in cols:
+        if name not in ("active", "archived_at", "archive_reason"):
+            assert merged_now[name] == merged_was[name], name
+    again = reconcile_session(store, sid)
+    assert again.repairs == 0 and again.rows_written == 0
+
+
+def _column_names(store: StateStore) -> list[str]:
+    with closing(raw_connect(store)) as conn:
+        cur = conn.execute("SELECT * FROM messages WHERE 1 = 0")
+        return [d[0] for d in cur.description]
+
+
 def test_multimodal_merge_is_stored_as_parts(store: StateStore) -> None:
     image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
     sid, ids = seed(
         store,
         [
-            {"role": "user", "content": "look at this"},
+            {"role": "user", "content": [{"type": "text", "text": "look at this"}]},
             {"role": "user", "content": [image, {"type": "text", "text": "和这个"}]},
         ],
     )
@@ -334,7 +424,10 @@ def test_repair_done_by_another_process_in_between_is_not_repeated(
         assert result.repairs == 0 and result.rows_written == 0
         assert replay_bytes(result.messages) == replay_bytes(store.load_conversation(sid).messages)
         audit = store.load_conversation(sid, include_inactive=True).messages
-        assert sum(1 for m in audit if m.get("active") is False) == 4
+        reasons = [m["archive_reason"] for m in audit if m.get("active") is False]
+        # Four rows archived and the two survivors' originals kept, once.
+        assert len(reasons) == 6
+        assert sum(1 for r in reasons if r.startswith("repair_original of #")) == 2
         merged = store.load_conversation(sid).messages[1]["content"]
         assert merged == "first question about zebras\n\nsecond part mentions quokkas"
 
@@ -373,3 +466,21 @@ def test_a_write_that_would_not_match_the_plan_rolls_back_whole(
     with pytest.raises(ReconcileConflict):
         reconcile_session(store, sid)
     assert rows_of(store, sid) == before
+
+
+@pytest.mark.parametrize("with_ids", [False, True])
+def test_a_callers_own_message_id_never_decides_a_merge(store: StateStore, with_ids: bool) -> None:
+    # A provider's per-message "id" is kept (escaped when loaded with row ids); whether
+    # the turns merge must not depend on how the session was loaded.
+    sid, _ids = seed(
+        store,
+        [
+            {"role": "user", "content": "a", "id": "msg_1"},
+            {"role": "user", "content": "b", "id": "msg_2"},
+        ],
+    )
+    out = store.load_conversation(sid, repair=True, with_ids=with_ids)
+    assert out.repairs == 1
+    assert store.load_conversation(sid, repair=True, with_ids=not with_ids).repairs == 0
+    audit = store.load_conversation(sid, include_inactive=True).messages
+    assert [m.get("id") for m in audit] == ["msg_1", "msg_2", "msg_1"]  # kept, all of them

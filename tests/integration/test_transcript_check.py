@@ -17,6 +17,7 @@ from hermes_repo.transcript.repair import (
     RULE_MERGE_ASSISTANT,
     RULE_MERGE_USER,
     RULE_ORPHAN_TOOL,
+    RULE_UNMERGEABLE_ASSISTANT,
 )
 from tests.support.transcripts import EXPECTED_ARCHIVED, MALFORMED, raw_connect, seed
 
@@ -49,6 +50,7 @@ def test_check_counts_sessions_and_rows_per_invariant_and_writes_nothing(
         RULE_MERGE_USER: 2,
         RULE_ORPHAN_TOOL: 1,
         RULE_DUPLICATE_TOOL: 1,
+        RULE_UNMERGEABLE_ASSISTANT: 0,
     }
     assert report.alternation == (2, 3)
     assert report.tool_pairing == (1, 2)
@@ -101,3 +103,35 @@ def test_repair_session_reports_what_changed(store: StateStore) -> None:
 def test_repair_session_of_an_unknown_session_says_so(store: StateStore) -> None:
     with pytest.raises(NotFoundError, match="sessions list"):
         repair_session(store, "no_such_session")
+
+
+def test_a_group_chat_of_different_speakers_is_not_a_violation(store: StateStore) -> None:
+    group, _ = seed(
+        store,
+        [
+            {"role": "user", "content": "hi", "name": "alice"},
+            {"role": "user", "content": "hello", "name": "bob"},
+            {"role": "user", "content": {"type": "input_text", "text": "a dict"}, "name": "bob"},
+            {"role": "assistant", "content": "welcome both"},
+        ],
+    )
+    same, _ = seed(
+        store,
+        [
+            {"role": "user", "content": "one", "name": "alice"},
+            {"role": "user", "content": "two", "name": "alice"},
+        ],
+    )
+    report = check_transcripts(store)
+    # Only the same speaker's two text turns break alternation; the check reads the
+    # flagged sessions whole to tell them apart.
+    assert [s.session_id for s in report.sessions] == [same]
+    summary = repair_transcripts(store)
+    assert summary.repairs == 1
+    assert check_transcripts(store).ok
+    assert [m["content"] for m in store.load_conversation(group).messages] == [
+        "hi",
+        "hello",
+        {"type": "input_text", "text": "a dict"},
+        "welcome both",
+    ]

@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection, make_url
 from hermes_repo import StateStore
 from hermes_repo.models import messages_table, sessions_table, state_meta_table
 from hermes_repo.schema.fts import STALE_KEY
-from hermes_repo.transfer.copy import copy_store
+from hermes_repo.transfer.copy import DERIVED_META_KEYS, copy_store
 from tests.support.processes import reaped
 
 __all__ = [
@@ -32,9 +32,11 @@ __all__ = [
     "fill_plain_store",
     "kill_copy_midway",
     "message_count",
+    "meta_value",
     "new_home",
     "pg_target",
     "requires_pg",
+    "set_meta",
     "store_rows",
     "store_with_session",
 ]
@@ -115,7 +117,9 @@ def _all_rows(conn: Connection) -> dict[str, list[tuple[Any, ...]]]:
         "state_meta": [
             tuple(r)
             for r in conn.execute(
-                select(state_meta_table).where(state_meta_table.c.key != STALE_KEY).order_by("key")
+                select(state_meta_table)
+                .where(state_meta_table.c.key.not_in(sorted(DERIVED_META_KEYS)))
+                .order_by("key")
             )
         ],
     }
@@ -213,4 +217,18 @@ def store_with_session(home: Path, session_id: str, started_at: float | None = N
     """A store in ``home`` holding one empty session."""
     with StateStore.open(home) as store, store.unit_of_work() as uow:
         uow.sessions.create("cli", id=session_id, started_at=started_at)
+        uow.commit()
+
+
+def meta_value(end: Any, key: str) -> str | None:
+    """The ``state_meta`` value of ``key`` in a store (None when absent)."""
+    stmt = select(state_meta_table.c.value).where(state_meta_table.c.key == key)
+    value: str | None = end.read(lambda c: c.execute(stmt).scalar_one_or_none())
+    return value
+
+
+def set_meta(end: Any, key: str, value: str) -> None:
+    """Set a ``state_meta`` row of a store."""
+    with end.unit_of_work() as uow:
+        uow.meta.set(key, value)
         uow.commit()

@@ -15,10 +15,13 @@ from hermes_repo.transcript.repair import (
     RULE_MERGE_ASSISTANT,
     RULE_MERGE_USER,
     RULE_ORPHAN_TOOL,
+    RULE_UNMERGEABLE_ASSISTANT,
     RULES,
     UPDATABLE_FIELDS,
     Removal,
     apply_plan,
+    content_kind,
+    mergeable,
     repair_transcript,
     violations,
 )
@@ -237,21 +240,77 @@ def test_system_row_separates_turns() -> None:
     assert check_repair(msgs).plan.repairs == 0
 
 
-def test_multimodal_merge_keeps_every_part() -> None:
+def test_part_lists_merge_by_concatenation_keeping_every_part() -> None:
     image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+    msgs = [user([{"type": "text", "text": "and this"}, image]), user([image]), user(None)]
+    result = check_repair(msgs)
+    assert result.messages == [user([{"type": "text", "text": "and this"}, image, image])]
+
+
+def test_text_and_parts_are_never_merged_into_one_shape() -> None:
+    image = {"type": "image_url", "image_url": {"url": "u"}}
+    msgs = [user("look at this"), user([image]), user(""), assistant("a")]
+    result = check_repair(msgs)
+    # Turning the text into a part (or the parts into text) would change a shape: both
+    # turns stay, as they were.
+    assert result.plan.repairs == 0 and result.messages == msgs
+
+
+def test_dict_content_is_never_merged_or_turned_into_text() -> None:
+    msgs = [user({"type": "input", "text": "a"}), user("b"), user({"k": 1})]
+    result = check_repair(msgs)
+    assert result.plan.repairs == 0
+    contents = [m["content"] for m in result.messages]
+    assert contents == [{"type": "input", "text": "a"}, "b", {"k": 1}]
+
+
+def test_turns_of_different_speakers_are_kept_apart() -> None:
     msgs = [
-        user("look at this"),
-        user([{"type": "text", "text": "and this"}, image]),
-        user(""),
-        user([image]),
+        user("hi", name="alice"),
+        user("hello", name="bob"),
+        user("again", name="bob"),
+        user("me", name=None),
+        user("and me"),
+        assistant("ok"),
     ]
     result = check_repair(msgs)
-    assert result.messages[0]["content"] == [
-        {"type": "text", "text": "look at this"},
-        {"type": "text", "text": "and this"},
-        image,
-        image,
+    assert [(m.get("name"), m["content"]) for m in result.messages] == [
+        ("alice", "hi"),
+        ("bob", "hello\n\nagain"),
+        (None, "me\n\nand me"),  # a name of None is no name
+        (None, "ok"),
     ]
+    assert [r.rule for r in result.plan.removals] == [RULE_MERGE_USER, RULE_MERGE_USER]
+
+
+def test_any_caller_key_is_part_of_the_speaker_with_its_type() -> None:
+    msgs = [user("a", sender={"id": 1}), user("b", sender={"id": 1.0}), user("c", sender=True)]
+    assert check_repair(msgs).plan.repairs == 0
+    same = [user("a", sender={"id": [1]}), user("b", sender={"id": [1]})]
+    assert check_repair(same).messages == [user("a\n\nb", sender={"id": [1]})]
+
+
+def test_another_assistant_after_tool_calls_leaves_the_replay_whole() -> None:
+    msgs = [
+        user("q"),
+        assistant(None, ["a"], name="planner"),
+        assistant("I am the critic", ["b"], name="critic"),
+        tool("a"),
+        tool("b"),
+    ]
+    result = check_repair(msgs)
+    assert [(r.index, r.rule, r.survivor_index) for r in result.plan.removals] == [
+        (2, RULE_UNMERGEABLE_ASSISTANT, 1),
+        (4, RULE_ORPHAN_TOOL, None),
+    ]
+    assert result.plan.updates == ()
+    assert result.messages == [msgs[0], msgs[1], msgs[3]]
+
+
+def test_assistants_of_different_speakers_without_calls_are_kept() -> None:
+    msgs = [user("q"), assistant("one", name="a"), assistant("two", ["x"], name="b"), tool("x")]
+    result = check_repair(msgs)
+    assert result.plan.repairs == 0 and result.messages == msgs
 
 
 def test_cjk_and_emoji_text_survive_merging() -> None:
@@ -261,16 +320,29 @@ def test_cjk_and_emoji_text_survive_merging() -> None:
     assert result.messages[1]["content"] == "こんにちは\n😀"
 
 
-def test_other_keys_of_the_survivor_are_kept_and_of_the_merged_row_dropped() -> None:
-    msgs = [user("a", uid="u1", timestamp=5.0, extra="x"), user("b", uid="u2", timestamp=6.0)]
+def test_per_row_keys_of_the_survivor_are_kept_and_another_key_blocks_the_merge() -> None:
+    msgs = [
+        user("a", uid="u1", timestamp=5.0, token_count=3, extra="x"),
+        user("b", uid="u2", timestamp=6.0, token_count=4, extra="x"),
+    ]
     result = check_repair(msgs)
     assert result.messages == [
-        {"role": "user", "content": "a\n\nb", "uid": "u1", "timestamp": 5.0, "extra": "x"}
+        {
+            "role": "user",
+            "content": "a\n\nb",
+            "uid": "u1",
+            "timestamp": 5.0,
+            "token_count": 3,
+            "extra": "x",
+        }
     ]
+    apart = [user("a", extra="x"), user("b")]
+    assert check_repair(apart).messages == apart
 
 
 def test_plan_values_do_not_alias_the_output() -> None:
-    result = check_repair([user("a"), user([{"type": "text", "text": "b"}])])
+    parts = [user([{"type": "text", "text": "a"}]), user([{"type": "text", "text": "b"}])]
+    result = check_repair(parts)
     result.messages[0]["content"].append({"type": "text", "text": "mutated"})
     assert len(result.plan.updates[0].fields["content"]) == 2
 
@@ -284,7 +356,13 @@ part_st = st.one_of(
     st.builds(lambda t: {"type": "text", "text": t}, text_st),
     st.builds(lambda u: {"type": "image_url", "image_url": {"url": u}}, st.sampled_from("xyz")),
 )
-content_st = st.one_of(st.none(), text_st, st.lists(part_st, max_size=3))
+content_st = st.one_of(
+    st.none(),
+    text_st,
+    st.lists(part_st, max_size=3),
+    st.builds(lambda t: {"type": "text", "text": t}, text_st),  # a dict: never merged
+)
+name_st = st.sampled_from([None, None, "alice", "bob"])
 optional_st = st.one_of(st.none(), st.just(""), text_st)
 
 
@@ -305,6 +383,8 @@ def message_st(draw: st.DrawFn) -> Msg:
         row["tool_call_id"] = draw(st.one_of(st.none(), st.sampled_from([*ID_POOL, "zz"])))
     if draw(st.booleans()):
         row["api_content"] = draw(optional_st)
+    if role in ("user", "assistant") and (name := draw(name_st)) is not None:
+        row["name"] = name
     if draw(st.integers(0, 5)) == 0:
         row["display_only"] = True
     return row
@@ -353,7 +433,11 @@ def test_repaired_sequence_has_no_adjacent_same_role_turns_and_paired_tools(
 ) -> None:
     out = replayed(repair_transcript(msgs).messages)
     for prev, cur in itertools.pairwise(out):
-        assert not (prev["role"] == cur["role"] and cur["role"] in ("user", "assistant"))
+        if prev["role"] == cur["role"] and cur["role"] in ("user", "assistant"):
+            # Only turns that cannot merge without loss stay side by side, and never
+            # after an assistant turn whose calls must be answered next.
+            assert not mergeable(prev, cur)
+            assert not (cur["role"] == "assistant" and prev.get("tool_calls"))
     # Independent pairing check: each tool row answers a still-open call of the
     # assistant turn before it.
     open_ids: set[str] | None = None
@@ -423,3 +507,31 @@ def test_repair_never_invents_tool_calls_or_tool_results(msgs: list[Msg]) -> Non
         assert {k: v for k, v in m.items() if k not in UPDATABLE_FIELDS} == {
             k: v for k, v in original.items() if k not in UPDATABLE_FIELDS
         }
+
+
+@prop_settings
+@given(transcript_st())
+def test_a_kept_message_keeps_its_content_shape_and_its_speaker(msgs: list[Msg]) -> None:
+    result = repair_transcript(msgs)
+    by_uid = {m["uid"]: m for m in msgs}
+    for m in result.messages:
+        before = by_uid[m["uid"]]
+        kind = content_kind(before.get("content"))
+        if kind == "none":
+            # A turn without content may only take the content merged into it.
+            assert content_kind(m.get("content")) in ("none", "text", "parts")
+        else:
+            assert content_kind(m.get("content")) == kind
+        assert m.get("name") == before.get("name")
+    removed = {r.index: r for r in result.plan.removals}
+    for index, r in removed.items():
+        if r.rule in (RULE_MERGE_USER, RULE_MERGE_ASSISTANT):
+            survivor, merged = msgs[r.survivor_index], msgs[index]
+            # Merged only into the same speaker, and the content never became repr text.
+            assert survivor.get("name") == merged.get("name")
+            assert content_kind(merged.get("content")) in ("none", "text", "parts")
+            if isinstance(merged.get("content"), str) and merged["content"]:
+                final = result.messages[[m["uid"] for m in result.messages].index(survivor["uid"])][
+                    "content"
+                ]
+                assert isinstance(final, str) and merged["content"] in final

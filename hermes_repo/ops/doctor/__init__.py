@@ -14,11 +14,12 @@ with the command that fixes it. :data:`CHECKS` lists them in report order: the f
 header (NOTADB), the store's facts, a read-only ``quick_check`` of the canonical tables
 (which tells a damaged file, for ``sessions recover``, from a damaged index, for
 ``sessions repair``), the full-text indexes, this process's quarantine, spool and
-salvage files, snapshots, and the other processes holding the store. A new concern is
-one more function appended there, in a module of its own concern (``journal``,
-``header``, ``store``, ``schema``, ``sqlite``, ``quick_check``, ``search_index``,
-``quarantine``, ``spool``, ``snapshots``, ``holders``); :mod:`.report` runs them. A check
-that fails to read is reported as a finding of its own, never as a crash of the doctor.
+salvage files, snapshots, an unfinished ``db copy`` into the store, and the other
+processes holding the store. A new concern is one more function appended there, in a
+module of its own concern (``journal``, ``header``, ``store``, ``schema``, ``sqlite``,
+``quick_check``, ``search_index``, ``quarantine``, ``spool``, ``snapshots``,
+``copying``, ``holders``); :mod:`.report` runs them. A check that fails to read is
+reported as a finding of its own, never as a crash of the doctor.
 
 How the full-text indexes are checked read-only: :mod:`.search_index`.
 """
@@ -37,6 +38,7 @@ from .context import (
     Section,
     Severity,
 )
+from .copying import CopyFacts, check_copy
 from .fixes import recover_commands, recovered_path, replace_command
 from .header import HeaderFacts, check_header
 from .holders import HolderFacts, check_holders
@@ -59,6 +61,7 @@ __all__ = [
     "STOP_FIRST",
     "Check",
     "CheckResult",
+    "CopyFacts",
     "DoctorContext",
     "DoctorReadError",
     "DoctorReport",
@@ -78,6 +81,7 @@ __all__ = [
     "SpoolFacts",
     "StoreFacts",
     "WalHeaderFacts",
+    "check_copy",
     "check_fts",
     "check_fts_coverage",
     "check_header",

@@ -18,6 +18,7 @@ from .context import (
     Section,
     unreadable,
 )
+from .copying import check_copy
 from .header import check_header
 from .holders import check_holders
 from .journal import check_journal, check_wal_header
@@ -45,6 +46,7 @@ CHECKS: list[Check] = [
     check_quarantine,
     check_spool,
     check_snapshots,
+    check_copy,
     check_holders,
 ]
 

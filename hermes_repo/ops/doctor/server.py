@@ -24,6 +24,7 @@ from ...schema import migrate
 from ...schema.tables import CANONICAL_TABLES, COUNT_SQL
 from ..sqlite_only import SEARCH_INDEXES, reindex_commands
 from .context import Check, CheckResult, DoctorContext, DoctorReadError, Finding
+from .copying import check_copy
 from .report import DoctorReport, collect
 from .server_context import ServerContext
 from .spool import check_spool
@@ -294,6 +295,7 @@ SERVER_CHECKS: list[Check] = [
     check_server_schema,
     check_server_indexes,
     check_server_counts,
+    check_copy,
     check_spool,
 ]
 
