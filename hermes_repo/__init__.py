@@ -30,6 +30,7 @@ from .errors import (
     StateDbCorruptError,
     StorageFullError,
     StoreClosedError,
+    StoreFileReplacedError,
     UnsafePathError,
     WriteFailedError,
 )
@@ -160,6 +161,7 @@ __all__ = [
     "StateStore",
     "StorageFullError",
     "StoreClosedError",
+    "StoreFileReplacedError",
     "StoreHealth",
     "StoreHeldError",
     "TranscriptWriter",

@@ -126,6 +126,10 @@ def store_health(database: Database) -> StoreHealth:
         # A damaged file may refuse even these reads; health still answers.
         revision, mode, counts, stale = None, "unknown", {}, None
         notes.append(f"could not read the store: {exc}")
+    files = database.guard.files
+    lost = files.status() if files is not None else None
+    if lost is not None:
+        notes.append(lost)
     if on_file:
         notes.extend(walcheck.notes(path))
         notes.extend(journal_notes(driver, mode.lower()))
