@@ -73,11 +73,12 @@ class StoreFiles:
     def __init__(self, db_path: Path) -> None:
         self.db_path = db_path
         self.wal_path = db_path.with_name(db_path.name + "-wal")
+        self._db_name = os.fspath(db_path)
+        self._wal_name = os.fspath(self.wal_path)
         #: The database file the store was opened on.
         self.db_id = file_id(db_path)
         self._wal_id: FileId | None = None
         self._wal_mode = False
-        self._open = 0  # this store's driver connections open now
         self._lock = threading.Lock()
         #: Why the store takes no more writes (None: its files are where they were).
         self.lost: str | None = None
@@ -94,42 +95,54 @@ class StoreFiles:
     def after_commit(self, dbapi_conn: Any) -> None:
         """Check the files after a committed write unit on ``dbapi_conn``; raise
         :class:`StoreFileReplacedError` (the write is not acknowledged) on a mismatch."""
+        # The hot path of every commit: two stat calls compared field by field (building
+        # a FileId each time cost a third as much as the system calls).
         if self.lost is not None:
             raise StoreFileReplacedError(self.lost)
-        if file_id(self.db_path) == self.db_id:
+        db = self.db_id
+        try:
+            st = os.stat(self._db_name)
+        except OSError:
+            st = None
+        if db is not None and st is not None and st.st_ino == db.ino and st.st_dev == db.dev:
             if not self._wal_mode:
                 return
-            wal = file_id(self.wal_path)
-            if wal == self._wal_id:
-                return
-            if self._wal_id is None and wal is not None:
-                self._wal_id = wal  # WAL mode makes the -wal at the first write
-                return
+            wal = self._wal_id
+            try:
+                st = os.stat(self._wal_name)
+            except OSError:
+                st = None
+            if st is not None:
+                if wal is None:
+                    self._wal_id = FileId(st.st_dev, st.st_ino)  # made by the first write
+                    return
+                if st.st_ino == wal.ino and st.st_dev == wal.dev:
+                    return
         self._lose(self._problem(), dbapi_conn)
 
     def status(self) -> str | None:
         """Why the store takes no more writes, checking the files now (never raises)."""
         if self.lost is None and self.db_id is not None:
-            problem = self._problem(connecting=True)
+            problem = self._problem()
             if problem is not None:
                 return problem + " (seen by a health check; the next write is refused)"
         return self.lost
 
     # -- what is wrong ----------------------------------------------------------------
 
-    def _problem(self, *, connecting: bool = False) -> str | None:
+    def _problem(self, *, wal: bool = True) -> str | None:
         name = self.db_path.name
         now = file_id(self.db_path)
         if now != self.db_id:
             if now is None:
                 return f"{name} was moved away or removed while the store was open"
             return f"{name} was replaced by another file while the store was open"
-        if not self._wal_mode or self._wal_id is None or (connecting and self._open == 0):
+        if not wal or not self._wal_mode or self._wal_id is None:
             return None
-        wal = file_id(self.wal_path)
-        if wal == self._wal_id:
+        now = file_id(self.wal_path)
+        if now == self._wal_id:
             return None
-        if wal is None:
+        if now is None:
             return f"{self.wal_path.name} was removed while the store was open"
         return f"{self.wal_path.name} was replaced by another file while the store was open"
 
@@ -192,26 +205,29 @@ class StoreFiles:
         @event.listens_for(engine, "do_connect")
         def before_connect(*_args: Any) -> None:
             self.refuse()  # no reconnect that would open what the path names now
-            problem = self._problem(connecting=True)
+            # The -wal must still be the one the open connections use: while any is
+            # open, SQLite never deletes it, so another file there was put by someone.
+            problem = self._problem(wal=_others(engine) > 0)
             if problem is not None:
                 self._lose(problem)
 
         @event.listens_for(engine, "connect")
         def on_connect(_dbapi_conn: Any, record: Any) -> None:
+            if _others(engine) > 0:
+                return
+            # No other connection of ours kept the -wal alive: SQLite may have deleted
+            # it at the last close, and this connection opened a new one.
             mode = record.info.get(JOURNAL_MODE_INFO) if record is not None else None
             with self._lock:
-                if self._open == 0:
-                    # No connection of ours kept the -wal alive: SQLite may have deleted
-                    # it at the last close, and this connection opened a new one.
-                    self._wal_mode = mode == "wal" if mode is not None else self._wal_mode
-                    self._wal_id = file_id(self.wal_path) if self._wal_mode else None
-                self._open += 1
+                self._wal_mode = mode == "wal" if mode is not None else self._wal_mode
+                self._wal_id = file_id(self.wal_path) if self._wal_mode else None
 
-        @event.listens_for(engine.pool, "close")
-        def on_close(_dbapi_conn: Any, _record: Any) -> None:
-            with self._lock:
-                self._open = max(0, self._open - 1)
 
-        @event.listens_for(engine.pool, "close_detached")
-        def on_close_detached(_dbapi_conn: Any) -> None:
-            on_close(_dbapi_conn, None)
+def _others(engine: Engine) -> int:
+    """How many other connections the engine's pool holds open while one is being made
+    (0 when the pool does not say: the -wal is then learnt again, never refused)."""
+    pool = engine.pool
+    try:
+        return max(0, int(pool.checkedin()) + int(pool.checkedout()) - 1)  # type: ignore[attr-defined]
+    except (AttributeError, TypeError):
+        return 0

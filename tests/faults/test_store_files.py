@@ -268,3 +268,17 @@ def test_quarantine_follows_the_file_not_its_path(home: Path, tmp_path: Path) ->
     assert quarantine.is_quarantined(db)
     quarantine.clear(db)
     assert not quarantine.is_quarantined(db)
+
+
+@needs_wal
+def test_a_new_connection_is_refused_while_the_wal_of_the_open_ones_is_gone(home: Path) -> None:
+    with StateStore.open(home, recover=False) as store:
+        store.write(lambda uow: uow.sessions.ensure("s", source="cli"))
+        with store.engine.connect():  # an open connection keeps its -wal: not SQLite's to delete
+            (home / "state.db-wal").unlink()
+            with pytest.raises(StoreFileReplacedError, match=r"state\.db-wal was removed"):
+                store.write(lambda uow: uow.sessions.ensure("t", source="cli"))
+            assert not (home / "state.db-wal").exists(), "a new -wal the others cannot see"
+        with pytest.raises(StoreFileReplacedError):
+            store.append_message("s", {"role": "user", "content": "refused"})
+        assert store.load_conversation("s").messages == []  # reads go on
