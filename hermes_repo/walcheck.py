@@ -40,7 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .engine import check_journal_files
-from .errors import HermesRepoError
+from .errors import HermesRepoError, StoreFileReplacedError
+from .holders import lock_pids
 from .schema.files import free_bytes, fsync_dir, side_file
 
 __all__ = [
@@ -55,6 +56,7 @@ __all__ = [
     "orphaned_sets",
     "preserve_damaged_wal",
     "recovered_path",
+    "refuse_removed_wal",
     "saved_sets",
     "set_aside_orphaned_wal",
     "wal_header_problem",
@@ -203,6 +205,7 @@ def preserve_damaged_wal(db_path: Path) -> DamagedWal | None:
     let SQLite discard the log).
     """
     check_journal_files(db_path)  # never read (or copy) through a planted link
+    refuse_removed_wal(db_path)
     set_aside_orphaned_wal(db_path)
     wal = side_file(db_path, "-wal")
     try:
@@ -373,3 +376,42 @@ def set_aside_orphaned_wal(db_path: Path) -> OrphanedWal | None:
     _orphans.setdefault(db_path.absolute(), []).append(found)
     log.critical("%s", found.message())
     return found
+
+
+# -- a -wal removed under live processes -------------------------------------------------
+
+
+def refuse_removed_wal(db_path: Path) -> None:
+    """Refuse to open a WAL store whose ``-wal`` was removed under processes that still
+    have it open (:class:`StoreFileReplacedError`, naming them).
+
+    Their ``-shm`` index describes frames in the file they hold; a connection made now
+    would create a new, empty ``-wal``, fail to read ("disk I/O error") and keep those
+    processes from ever checkpointing their writes into the database (a clean close of
+    theirs does it while no other file has the name). Without live holders a stale
+    ``-shm`` is harmless: SQLite rebuilds it.
+    """
+    wal, shm = side_file(db_path, "-wal"), side_file(db_path, "-shm")
+    if os.path.lexists(wal):
+        return
+    try:
+        if os.stat(shm).st_size == 0:
+            return
+        with open(db_path, "rb") as f:
+            head = f.read(20)
+    except OSError:
+        return
+    if len(head) < 20 or head[18] != 2 or head[19] != 2:
+        return  # not a WAL database
+    pids = lock_pids([db_path, shm], kinds=("POSIX", "OFDLCK"))
+    if not pids:
+        return
+    who = ", ".join(str(p) for p in pids)
+    raise StoreFileReplacedError(
+        f"{wal} is missing while other processes (pid {who}) have the store open: it was "
+        "removed under them, and their writes since the last checkpoint are only in the "
+        "file they still hold. The store is not opened here (a new -wal would keep those "
+        "writes from ever reaching the database). Stop those processes cleanly (a clean "
+        f"stop copies the writes into {db_path.name}; a kill loses them), then run "
+        f"`hermes-repo --home {shlex.quote(str(db_path.parent))} doctor`"
+    )

@@ -135,6 +135,14 @@ def test_a_removed_wal_is_noticed_the_flush_spools_and_a_kill_loses_nothing_ackn
     acked = _acknowledged(writer, batches=6)
     (home / "state.db-wal").unlink()
 
+    # Another process is told what happened (not "free disk space"), and neither its
+    # open nor its doctor makes a new -wal that would keep the writer from its rescue.
+    with pytest.raises(StoreFileReplacedError, match=rf"pid {writer.proc.pid}\b"):
+        StateStore.open(home)
+    [finding] = [f for f in diagnose(home).findings if f.code == "wal-removed"]
+    assert "Stop those processes cleanly" in finding.fix
+    assert not (home / "state.db-wal").exists()
+
     refused = writer.flush(convo(5, start=100))
     assert refused["written"] == [] and len(refused["spooled"]) == 5
     assert "state.db-wal was removed while the store was open" in refused["error"]

@@ -15,7 +15,7 @@ from typing import Any
 
 from ... import walcheck
 from ...engine import check_journal_files
-from ...errors import UnsafePathError
+from ...errors import StoreFileReplacedError, UnsafePathError
 from .context import STOP_FIRST, CheckResult, DoctorContext, Finding
 from .fixes import recovered_path
 
@@ -76,6 +76,12 @@ def check_wal_header(ctx: DoctorContext) -> CheckResult:
     except walcheck.WalSaveError as exc:
         cause, _, fix = str(exc).partition("; ")
         return CheckResult("wal_header", None, [Finding("wal-header-damaged", "error", cause, fix)])
+    except StoreFileReplacedError as exc:
+        # The checks that read through SQLite skip (DoctorContext refuses to connect).
+        cause, _, fix = str(exc).partition(". Stop ")
+        return CheckResult(
+            "wal_header", None, [Finding("wal-removed", "error", cause, "Stop " + fix)]
+        )
     saved = [str(p) for p in walcheck.saved_sets(ctx.db_path)]
     orphaned = [str(p) for p in walcheck.orphaned_sets(ctx.db_path)]
     if found is None and not saved and not orphaned:
