@@ -8,7 +8,9 @@ checkpoint is lost with the process; the next open at the path creates an empty 
 So each store records the identity of its database file when it is built and of its
 ``-wal`` while its connections are open, and checks them:
 
-* after each committed write unit (one ``os.stat`` per file, no SQL): a mismatch means
+* after each committed write unit (no SQL; one ``os.stat`` of the folder while no name
+  in it changed since both files were last verified, one per file otherwise, so a
+  commit costs one system call in the usual case): a mismatch means
   the write is **not acknowledged** (:class:`~hermes_repo.errors.StoreFileReplacedError`,
   which a transcript flush spools and replays by uid later) and the store takes no
   further writes (reads go on);
@@ -74,6 +76,10 @@ class StoreFiles:
         self.db_path = db_path
         self.wal_path = db_path.with_name(db_path.name + "-wal")
         self._db_name = os.fspath(db_path)
+        self._dir_name = os.fspath(db_path.parent)
+        # The folder's (mtime, inode, device) when both files were last verified, if
+        # that mtime was old enough to change with any later rename (see _folder_state).
+        self._quiet: tuple[int, int, int] | None = None
         self._wal_name = os.fspath(self.wal_path)
         #: The database file the store was opened on.
         self.db_id = file_id(db_path)
@@ -95,11 +101,26 @@ class StoreFiles:
     def after_commit(self, dbapi_conn: Any) -> None:
         """Check the files after a committed write unit on ``dbapi_conn``; raise
         :class:`StoreFileReplacedError` (the write is not acknowledged) on a mismatch."""
-        # The hot path of every commit: two stat calls compared field by field (building
-        # a FileId each time cost a third as much as the system calls).
+        # The hot path of every commit: stat calls compared field by field (building a
+        # FileId each time cost a third as much as the system calls).
         if self.lost is not None:
             raise StoreFileReplacedError(self.lost)
+        quiet = self._quiet
+        if quiet is not None:
+            # Removing, renaming or creating a name changes the folder's mtime: while it
+            # is the one seen when both files were last verified, so are they.
+            try:
+                st = os.stat(self._dir_name)
+            except OSError:
+                st = None
+            if st is not None and (st.st_mtime_ns, st.st_ino, st.st_dev) == quiet:
+                return
+            self._quiet = None
         db = self.db_id
+        if self._wal_mode and self._wal_id is not None:
+            folder_before = _folder_state(self._dir_name)
+        else:
+            folder_before = None
         try:
             st = os.stat(self._db_name)
         except OSError:
@@ -117,6 +138,7 @@ class StoreFiles:
                     self._wal_id = FileId(st.st_dev, st.st_ino)  # made by the first write
                     return
                 if st.st_ino == wal.ino and st.st_dev == wal.dev:
+                    self._quiet = folder_before
                     return
         self._lose(self._problem(), dbapi_conn)
 
@@ -221,6 +243,26 @@ class StoreFiles:
             with self._lock:
                 self._wal_mode = mode == "wal" if mode is not None else self._wal_mode
                 self._wal_id = file_id(self.wal_path) if self._wal_mode else None
+                self._quiet = None
+
+
+# File times come from a coarse kernel clock (a tick of up to 10 ms): a folder changed
+# within the same tick as its last look keeps the same mtime. Only an mtime older than
+# this margin when it was read stands for "nothing renamed since".
+_QUIET_MARGIN_NS = 200_000_000
+
+
+def _folder_state(folder: str) -> tuple[int, int, int] | None:
+    """The folder's (mtime, inode, device), read now, if that mtime is old enough that
+    any later change of its names gives it another one; else None."""
+    now = time.time_ns()
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return None
+    if st.st_mtime_ns > now - _QUIET_MARGIN_NS:
+        return None
+    return (st.st_mtime_ns, st.st_ino, st.st_dev)
 
 
 def _others(engine: Engine) -> int:

@@ -290,3 +290,19 @@ def test_a_new_connection_is_refused_while_the_wal_of_the_open_ones_is_gone(home
         with pytest.raises(StoreFileReplacedError):
             store.append_message("s", {"role": "user", "content": "refused"})
         assert store.load_conversation("s").messages == []  # reads go on
+
+
+@needs_wal
+def test_a_quiet_folder_stands_for_both_files_until_a_name_in_it_changes(home: Path) -> None:
+    with StateStore.open(home, recover=False) as store:
+        store.write(lambda uow: uow.sessions.ensure("s", source="cli"))
+        store.append_message("s", {"role": "user", "content": "one"})
+        hour_ago = os.stat(home).st_mtime - 3600
+        os.utime(home, (hour_ago, hour_ago))  # the folder has been quiet for an hour
+        store.append_message("s", {"role": "user", "content": "two"})
+        files = store.database.guard.files
+        assert files is not None and files._quiet is not None  # one stat per commit now
+        (home / "state.db-wal").unlink()  # changes the folder's mtime
+        with pytest.raises(StoreFileReplacedError, match=r"state\.db-wal was removed"):
+            store.append_message("s", {"role": "user", "content": "three"})
+    assert [m["content"] for m in stored(home, "s")][:2] == ["one", "two"]
