@@ -31,6 +31,7 @@ from .errors import (
     StateDbCorruptError,
     StorageFullError,
     StoreClosedError,
+    StoreFileReplacedError,
     UnsafePathError,
     WriteFailedError,
 )
@@ -162,6 +163,7 @@ __all__ = [
     "StateStore",
     "StorageFullError",
     "StoreClosedError",
+    "StoreFileReplacedError",
     "StoreHealth",
     "StoreHeldError",
     "TranscriptWriter",

@@ -229,7 +229,9 @@ class Database:
         if isinstance(exc, HermesRepoError):
             error = exc
         elif structural:
-            error = StateDbCorruptError(quarantine.enter(self.path, damage).message())
+            error = StateDbCorruptError(
+                quarantine.enter(self.path, damage, self.guard.key).message()
+            )
         else:
             error = translate(exc, action=action)
         index = fts.index_named_in(damage) if fts_damage else None
@@ -304,6 +306,8 @@ class Database:
         with self.unit_of_work() as uow:
             result = work(uow)
             uow.commit()
+            # Not acknowledged if the store's files were removed or replaced under it.
+            self.guard.committed(uow.connection.connection.dbapi_connection)
             return result
 
     def write(
@@ -459,6 +463,8 @@ class Database:
                 try:
                     result = unit(cursor)
                     cursor.execute("COMMIT")
+                    if begin != "BEGIN":  # a write: see write_once
+                        self.guard.committed(dbapi)
                 except BaseException:
                     if dbapi.in_transaction:
                         with contextlib.suppress(self.driver.module.Error):

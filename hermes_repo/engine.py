@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
+import shlex
 import stat
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -35,6 +36,7 @@ from .errors import ConfigurationError, UnsafePathError
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
+    "JOURNAL_MODE_INFO",
     "WAL_FIX_VERSION",
     "WRITE_OPTION",
     "Driver",
@@ -52,6 +54,9 @@ WAL_FIX_VERSION = (3, 51, 3)
 BUSY_TIMEOUT_MS = 1000
 # Execution option that makes the begin hook take the write lock up front.
 WRITE_OPTION = "hermes_write"
+JOURNAL_MODE_INFO = "hermes_journal_mode"
+"""Key of a pool connection's ``info`` where the connect hook leaves the file's journal
+mode (lower case) as that connection found or set it (:mod:`hermes_repo.fileid`)."""
 
 DriverName = Literal["auto", "pysqlite3", "stdlib"]
 
@@ -167,6 +172,7 @@ def prepare_path(db_path: Path) -> None:
             "Replace it with the real file (or point --home / HERMES_HOME at the real folder)"
         )
     check_journal_files(db_path)
+    _refuse_orphaned_wal(db_path)
     if db_path.exists():
         if not stat.S_ISREG(db_path.stat().st_mode):
             raise UnsafePathError(f"{db_path} is not a regular file; move it away and retry")
@@ -176,6 +182,30 @@ def prepare_path(db_path: Path) -> None:
     except FileExistsError:
         return  # another process created it first; the checks above ran on its file
     os.close(fd)
+
+
+def _refuse_orphaned_wal(db_path: Path) -> None:
+    """A safety net under :func:`hermes_repo.walcheck.set_aside_orphaned_wal`, which
+    every open runs first: SQLite deletes a non-empty ``-wal`` beside a missing or
+    empty database, committed writes and all."""
+    try:
+        if db_path.stat().st_size > 0:
+            return
+    except FileNotFoundError:
+        pass
+    wal = db_path.with_name(db_path.name + "-wal")
+    try:
+        size = wal.stat().st_size
+    except FileNotFoundError:
+        return
+    if size > 0:
+        raise ConfigurationError(
+            f"{db_path} is missing or empty but {wal} holds {size} bytes of committed "
+            "writes (the database was moved away or removed while open); the store is "
+            "not opened, so SQLite cannot discard them. Run `hermes-repo --home "
+            f"{shlex.quote(str(db_path.parent))} doctor`: it sets the -wal aside and "
+            "says how to put it back with its database"
+        )
 
 
 def sqlite_uri(db_path: Path, mode: Literal["ro", "rw", "rwc"] = "ro") -> str:
@@ -191,7 +221,7 @@ JournalSwitchGuard = Callable[[], AbstractContextManager[bool]]
 
 
 def _on_connect(driver: Driver, busy_timeout_ms: int, may_switch: JournalSwitchGuard | None) -> Any:
-    def connect(dbapi_conn: Any, _record: Any) -> None:
+    def connect(dbapi_conn: Any, record: Any) -> None:
         # Take transaction control away from pysqlite; the begin hook emits BEGIN itself.
         dbapi_conn.isolation_level = None
         cur = dbapi_conn.cursor()
@@ -213,7 +243,10 @@ def _on_connect(driver: Driver, busy_timeout_ms: int, may_switch: JournalSwitchG
                 with contextlib.nullcontext(True) if may_switch is None else may_switch() as alone:
                     if alone:
                         with contextlib.suppress(driver.module.OperationalError):
-                            cur.execute(f"PRAGMA journal_mode = {wanted}")
+                            mode = cur.execute(f"PRAGMA journal_mode = {wanted}").fetchone()[0]
+                            mode = str(mode).upper()
+            if record is not None:
+                record.info[JOURNAL_MODE_INFO] = mode.lower()
         finally:
             cur.close()
 

@@ -33,6 +33,7 @@ __all__ = [
     "StateDbCorruptError",
     "StorageFullError",
     "StoreClosedError",
+    "StoreFileReplacedError",
     "UnsafePathError",
     "WriteFailedError",
     "classify",
@@ -142,6 +143,15 @@ class StateDbCorruptError(WriteFailedError):
         super().__init__(message, ErrorKind.CORRUPT)
 
 
+class StoreFileReplacedError(WriteFailedError):
+    """The store's database file or its ``-wal`` was removed, renamed or replaced while
+    the store was open: the write that met it is not acknowledged, and the store takes
+    no further writes (reads go on). The message names what happened and the fix."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, ErrorKind.REPLACED)
+
+
 class ErrorKind(enum.Enum):
     """What a SQLite error means for the caller, decided by extended result code."""
 
@@ -151,6 +161,9 @@ class ErrorKind(enum.Enum):
     DISK = "disk"  # FULL or IOERR: SQLite rolled the transaction back
     CONSTRAINT = "constraint"  # the input violates a constraint
     TIMEOUT = "timeout"  # PostgreSQL's statement_timeout cancelled the statement
+    # The database file or its -wal was removed, renamed or replaced under the open store:
+    # not retried (the path no longer names the store's file), spooled, never salvage.
+    REPLACED = "replaced"
     OTHER = "other"
 
 
@@ -294,7 +307,7 @@ def classify(err: BaseException) -> ErrorKind:
         return ErrorKind.CORRUPT
     if code == SQLITE_READONLY_DBMOVED:
         # The file was renamed or deleted under the open connection: waiting cannot help.
-        return ErrorKind.OTHER
+        return ErrorKind.REPLACED
     if primary in (SQLITE_BUSY, SQLITE_LOCKED, SQLITE_READONLY):
         return ErrorKind.TRANSIENT
     if primary in (SQLITE_IOERR, SQLITE_FULL):
@@ -404,10 +417,10 @@ def translate(err: BaseException, *, action: str = "write") -> HermesRepoError:
         )
     if kind is ErrorKind.CONSTRAINT:
         return IntegrityViolation(f"{action} refused by a constraint: {what}")
-    if sqlite_code(err) == SQLITE_READONLY_DBMOVED:
-        return WriteFailedError(
-            f"{action} failed: the database file was moved or deleted while open ({what}); "
-            "close the store and open it again at its current path",
-            kind,
+    if kind is ErrorKind.REPLACED:
+        return StoreFileReplacedError(
+            f"{action} failed: the database file was moved or deleted while the store was "
+            f"open ({what}); the write is not durable at the store's path. Stop every "
+            "process using this store and run `hermes-repo doctor`"
         )
     return WriteFailedError(f"{action} failed: {what}", kind)

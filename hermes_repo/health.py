@@ -133,6 +133,10 @@ def store_health(database: Database) -> StoreHealth:
         with contextlib.suppress(HermesRepoError):
             if (unfinished := database.read(copy_mark)) is not None:
                 notes.append(unfinished.message())
+    files = database.guard.files
+    lost = files.status() if files is not None else None
+    if lost is not None:
+        notes.append(lost)
     if on_file:
         notes.extend(walcheck.notes(path))
         notes.extend(journal_notes(driver, mode.lower()))

@@ -18,12 +18,21 @@ record and enforces it):
   survives for forensics and salvage;
 * reads go on where the file allows, for salvage.
 
-Quarantine is per process and per file, and lasts until the process restarts on a
-repaired or recovered file: :meth:`StateStore.open` refuses a quarantined path.
+Quarantine is per process and per *file*, known by its identity (device and inode),
+not by its path, and lasts until the process restarts: :meth:`StateStore.open` refuses
+the quarantined file wherever it was moved, and opens the new file ``db replace``
+installed at the same path. The registry keeps a read-only descriptor of each
+quarantined file, so its inode number cannot be reused by a new file while the record
+lasts.
+
+The same guard carries the store's file identities (:mod:`hermes_repo.fileid`): a
+database file or ``-wal`` removed or replaced under the open store stops its writes
+the same way (``refuse``), without quarantining the file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -39,6 +48,7 @@ from sqlalchemy.engine import Connection
 
 from .engine import WRITE_OPTION, Driver, sqlite_uri
 from .errors import StateDbCorruptError
+from .fileid import FileId, StoreFiles, file_id
 from .sqlite_capi import disable_checkpoint_on_close
 
 __all__ = [
@@ -97,37 +107,75 @@ class QuarantineInfo:
 
 
 _lock = threading.Lock()
-_quarantined: dict[str, QuarantineInfo] = {}
+_quarantined: dict[FileId, QuarantineInfo] = {}
+# A read-only descriptor per quarantined file: a live inode's number is never reused.
+_pins: dict[FileId, int] = {}
 
 
-def _key(db_path: Path | str) -> str:
-    return os.path.realpath(db_path)
+def _key(db_path: Path | str) -> FileId | None:
+    return file_id(db_path)
 
 
 def quarantine_info(db_path: Path | str) -> QuarantineInfo | None:
-    """The quarantine of ``db_path`` in this process, if any."""
-    return _quarantined.get(_key(db_path))
+    """The quarantine of the file ``db_path`` names now, if this process holds one."""
+    key = _key(db_path)
+    return None if key is None else _quarantined.get(key)
 
 
 def is_quarantined(db_path: Path | str) -> bool:
-    return _key(db_path) in _quarantined
+    return quarantine_info(db_path) is not None
 
 
 def clear(db_path: Path | str) -> None:
-    """Forget a quarantine (tests, or after the file was replaced by a recovered one)."""
+    """Forget a quarantine: of the file ``db_path`` names now, and any recorded under
+    that path (tests; a quarantined file that was moved keeps its record otherwise).
+
+    Closes the pinning descriptor, which drops this process's POSIX locks on that file:
+    call it only with no connection of this process open on it (a test's teardown)."""
+    path = os.path.realpath(db_path)
     with _lock:
-        _quarantined.pop(_key(db_path), None)
+        keys = {k for k, info in _quarantined.items() if os.path.realpath(info.path) == path}
+        key = _key(db_path)
+        if key is not None:
+            keys.add(key)
+        for k in keys:
+            _quarantined.pop(k, None)
+            fd = _pins.pop(k, None)
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
 
 
-def enter(db_path: Path, error: str) -> QuarantineInfo:
-    """Quarantine ``db_path`` in this process (once; later calls return the first record)."""
+def enter(db_path: Path, error: str, key: FileId | None = None) -> QuarantineInfo:
+    """Quarantine the file at ``db_path`` (``key``: its identity, when the caller knew
+    the file before its path could change) in this process; once, later calls return
+    the first record."""
     with _lock:
-        info = _quarantined.get(_key(db_path))
+        key = key or _key(db_path)
+        info = _quarantined.get(key) if key is not None else None
         if info is None:
             info = QuarantineInfo(path=str(db_path), since=time.time(), error=error)
-            _quarantined[_key(db_path)] = info
+            if key is not None:
+                _quarantined[key] = info
+                _pin(db_path, key)
             log.critical("%s", info.message())
     return info
+
+
+def _pin(db_path: Path, key: FileId) -> None:
+    try:
+        fd = os.open(db_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return
+    if _fd_id(fd) != key:
+        os.close(fd)  # the path names another file by now: nothing to pin
+        return
+    _pins[key] = fd
+
+
+def _fd_id(fd: int) -> FileId:
+    st = os.fstat(fd)
+    return FileId(st.st_dev, st.st_ino)
 
 
 def canonical_tables_ok(driver: Driver, db_path: Path) -> bool:
@@ -152,29 +200,50 @@ def canonical_tables_ok(driver: Driver, db_path: Path) -> bool:
 
 
 class Guard:
-    """One store file's quarantine state, looked up by a key computed once.
+    """One store file's quarantine state, looked up by a key computed once, and the
+    store's file identities (``files``: None on a server).
 
     The statement hook runs on every statement of the hot path: it must cost a dict
-    lookup, not a ``realpath``.
+    lookup, not a ``stat``.
     """
 
-    def __init__(self, db_path: Path) -> None:
+    def __init__(self, db_path: Path, files: StoreFiles | None = None) -> None:
         self.db_path = db_path
-        self._key = _key(db_path)
+        self.files = files
+        self._key = files.db_id if files is not None else _key(db_path)
+
+    @property
+    def key(self) -> FileId | None:
+        """The identity of the store's database file (None: no file yet, or a server)."""
+        return self._key
 
     @property
     def info(self) -> QuarantineInfo | None:
-        return _quarantined.get(self._key)
+        return _quarantined.get(self._key) if self._key is not None else None
 
     @property
     def active(self) -> bool:
         return self._key in _quarantined
 
+    def enter(self, error: str) -> QuarantineInfo:
+        """Quarantine this store's file (the one it opened, wherever it is now)."""
+        return enter(self.db_path, error, self._key)
+
     def refuse(self) -> None:
-        """Raise :class:`StateDbCorruptError` if the file is quarantined."""
-        info = _quarantined.get(self._key)
+        """Raise :class:`StateDbCorruptError` if the file is quarantined, and
+        :class:`~hermes_repo.errors.StoreFileReplacedError` if the store's files were
+        removed or replaced under it."""
+        info = _quarantined.get(self._key) if self._key is not None else None
         if info is not None:
             raise StateDbCorruptError(info.message())
+        if self.files is not None:
+            self.files.refuse()
+
+    def committed(self, dbapi_conn: Any) -> None:
+        """After a committed write unit: raise if the store's files are no longer the
+        ones it opened (the write is then not acknowledged)."""
+        if self.files is not None:
+            self.files.after_commit(dbapi_conn)
 
 
 def install(engine: Engine, db_path: Path, driver: Driver) -> Guard:
@@ -184,12 +253,15 @@ def install(engine: Engine, db_path: Path, driver: Driver) -> Guard:
     engine's ``handle_error`` event installed by :class:`hermes_repo.database.Database`,
     which every store builds on its engine); these hooks enforce it.
     """
-    guard = Guard(db_path)
+    files = StoreFiles(db_path)
+    guard = Guard(db_path, files)
     refuse = guard.refuse
 
     @event.listens_for(engine, "do_connect")
     def on_connect(*_args: Any) -> None:
         refuse()  # a quarantined store never opens a new connection
+
+    files.install(engine)
 
     @event.listens_for(engine, "begin")
     def on_begin(conn: Connection) -> None:

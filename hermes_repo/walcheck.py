@@ -14,6 +14,16 @@ set: ``state.db.damaged-wal-<UTC time>`` and ``state.db.damaged-wal-<UTC time>-w
 scanner reads frames whose header is lost, with the page size of the database). The
 event is logged at CRITICAL with that command, listed in ``health().notes`` and found
 by the doctor. A set already saved for the same bytes is not copied again.
+
+The same check sets aside an **orphaned** ``-wal`` (:func:`set_aside_orphaned_wal`):
+when ``state.db`` is missing or empty (0 bytes) but a non-empty ``-wal`` sits at its
+name, the database was moved away or removed while a process wrote to it, and the
+``-wal`` holds its last committed writes. SQLite deletes a ``-wal`` beside an empty
+database at the next open, so it is renamed aside first, with its ``-shm``, as
+``state.db.orphaned-wal-<UTC time>-wal`` (0600): put the moved database at
+``state.db.orphaned-wal-<UTC time>`` and the two read as one again. Logged at CRITICAL,
+listed in ``health().notes`` and found by the doctor; the new store is then created as
+usual.
 """
 
 from __future__ import annotations
@@ -30,19 +40,25 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .engine import check_journal_files
-from .errors import HermesRepoError
-from .schema.files import free_bytes, side_file
+from .errors import HermesRepoError, StoreFileReplacedError
+from .holders import lock_pids
+from .schema.files import free_bytes, fsync_dir, side_file
 
 __all__ = [
+    "ORPHAN_MARK",
     "SAVED_MARK",
     "WAL_MAGICS",
     "WAL_VERSION",
     "DamagedWal",
+    "OrphanedWal",
     "WalSaveError",
     "notes",
+    "orphaned_sets",
     "preserve_damaged_wal",
     "recovered_path",
+    "refuse_removed_wal",
     "saved_sets",
+    "set_aside_orphaned_wal",
     "wal_header_problem",
 ]
 
@@ -52,6 +68,8 @@ WAL_MAGICS = (0x377F0682, 0x377F0683)  # low bit set: checksums use big-endian w
 WAL_VERSION = 3007000
 SAVED_MARK = ".damaged-wal-"
 """Part of a saved set's name: ``state.db.damaged-wal-<UTC time>[-wal]``."""
+ORPHAN_MARK = ".orphaned-wal-"
+"""Part of a set-aside orphan's name: ``state.db.orphaned-wal-<UTC time>-wal``."""
 _HEADER = 32
 _FRAME_HEADER = 24
 _MIN_PAGE = 512
@@ -179,12 +197,16 @@ class WalSaveError(HermesRepoError):
 def preserve_damaged_wal(db_path: Path) -> DamagedWal | None:
     """Save a ``-wal`` with an invalid header (and the database) before any open.
 
-    Returns what was found (also when the same bytes were saved before), or None when
-    the ``-wal`` is absent, valid, or holds no frame. Logs at CRITICAL. The database
-    copy is skipped when there is no room for it; when even the ``-wal`` cannot be
-    saved, :class:`WalSaveError` stops the open (it would let SQLite discard the log).
+    An orphaned ``-wal`` (the database missing or empty) is set aside first
+    (:func:`set_aside_orphaned_wal`). Returns what was found (also when the same bytes
+    were saved before), or None when the ``-wal`` is absent, valid, or holds no frame.
+    Logs at CRITICAL. The database copy is skipped when there is no room for it; when
+    even the ``-wal`` cannot be saved, :class:`WalSaveError` stops the open (it would
+    let SQLite discard the log).
     """
     check_journal_files(db_path)  # never read (or copy) through a planted link
+    refuse_removed_wal(db_path)
+    set_aside_orphaned_wal(db_path)
     wal = side_file(db_path, "-wal")
     try:
         reason = wal_header_problem(wal)
@@ -244,5 +266,152 @@ def _report(db_path: Path, found: DamagedWal) -> DamagedWal:
 
 
 def notes(db_path: Path) -> list[str]:
-    """Health notes: the damaged ``-wal`` files this process saved for ``db_path``."""
-    return [d.message() for d in _saved.get(db_path.absolute(), [])]
+    """Health notes: the damaged ``-wal`` files this process saved for ``db_path``, and
+    the orphaned ones it set aside."""
+    key = db_path.absolute()
+    return [d.message() for d in _saved.get(key, [])] + [o.message() for o in _orphans.get(key, [])]
+
+
+# -- orphaned -wal -----------------------------------------------------------------------
+
+_orphans: dict[Path, list[OrphanedWal]] = {}
+
+
+@dataclass(frozen=True)
+class OrphanedWal:
+    """A non-empty ``-wal`` found beside a missing or empty database, and where it went."""
+
+    wal: Path
+    size: int
+    database: str
+    """What was at the database's name: "missing" or "empty"."""
+    saved_wal: Path
+    saved_shm: Path | None
+
+    @property
+    def base(self) -> Path:
+        """Where the moved database goes so that it and :attr:`saved_wal` read as one."""
+        return self.saved_wal.with_name(self.saved_wal.name[: -len("-wal")])
+
+    def message(self) -> str:
+        """One line for logs and health notes: what happened and what to do."""
+        db = self.wal.with_name(self.wal.name[: -len("-wal")])
+        home = shlex.quote(str(self.wal.parent))
+        base = shlex.quote(str(self.base))
+        shm = f" (with its -shm as {self.saved_shm})" if self.saved_shm is not None else ""
+        return (
+            f"{db} was {self.database} but {self.wal} ({self.size} bytes) held committed "
+            "writes of a database moved away or removed while it was open; SQLite would "
+            f"have discarded them at this open, so the -wal was set aside as "
+            f"{self.saved_wal}{shm} and a new store is used at {db}. The two belong "
+            f"together: put the moved database at {base} (e.g. `mv MOVED.db {base}`), "
+            f"check the pair with `hermes-repo --home {home} sessions recover --source "
+            f"{base} --inspect-only`, recover it with `hermes-repo --home {home} sessions "
+            f"recover --source {base} --output NEW.db` and install it with "
+            f"`hermes-repo --home {home} db replace NEW.db`"
+        )
+
+
+def orphaned_sets(db_path: Path) -> list[Path]:
+    """The orphaned ``-wal`` files set aside beside ``db_path``, oldest first."""
+    return sorted(db_path.parent.glob(f"{db_path.name}{ORPHAN_MARK}*-wal"))
+
+
+def _size(path: Path) -> int | None:
+    try:
+        return os.lstat(path).st_size
+    except FileNotFoundError:
+        return None
+
+
+def set_aside_orphaned_wal(db_path: Path) -> OrphanedWal | None:
+    """Rename a non-empty ``-wal`` (and its ``-shm``) aside when the database at
+    ``db_path`` is missing or empty; see the module docstring. None: nothing orphaned.
+
+    A store being created never looks like this: the switch to WAL writes the
+    database's first page before the ``-wal`` exists. The database is looked at again
+    after the ``-wal``, so a store another process created meanwhile is never mistaken
+    for a missing one. Raises :class:`WalSaveError` when the rename fails (the open
+    must not go on: SQLite would delete the ``-wal``).
+    """
+    wal = side_file(db_path, "-wal")
+    if (_size(db_path) or 0) > 0:
+        return None
+    size = _size(wal)
+    if not size:
+        return None
+    before = _size(db_path)
+    if (before or 0) > 0:
+        return None  # another process built the store between the two looks
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    base = db_path.with_name(f"{db_path.name}{ORPHAN_MARK}{stamp}")
+    n = 0
+    while any(os.path.lexists(p) for p in (base, side_file(base, "-wal"), side_file(base, "-shm"))):
+        n += 1
+        base = db_path.with_name(f"{db_path.name}{ORPHAN_MARK}{stamp}-{n:02d}")
+    saved_wal = side_file(base, "-wal")
+    try:
+        os.rename(wal, saved_wal)
+    except FileNotFoundError:
+        return None  # another process set it aside first
+    except OSError as exc:
+        raise WalSaveError(
+            f"{wal} ({size} bytes) holds committed writes of a database that is "
+            f"{'missing' if before is None else 'empty'} at {db_path}, and could not be "
+            f"set aside ({exc}); the store was not opened, so SQLite cannot discard it. "
+            "Fix the folder's permissions and retry"
+        ) from exc
+    saved_shm: Path | None = side_file(base, "-shm")
+    try:
+        os.rename(side_file(db_path, "-shm"), side_file(base, "-shm"))
+    except OSError:
+        saved_shm = None  # an index only: SQLite rebuilds it from the -wal
+    for path in (saved_wal, saved_shm):
+        if path is not None:
+            with contextlib.suppress(OSError):
+                os.chmod(path, 0o600, follow_symlinks=False)
+    with contextlib.suppress(OSError):
+        fsync_dir(db_path.parent)
+    found = OrphanedWal(wal, size, "missing" if before is None else "empty", saved_wal, saved_shm)
+    _orphans.setdefault(db_path.absolute(), []).append(found)
+    log.critical("%s", found.message())
+    return found
+
+
+# -- a -wal removed under live processes -------------------------------------------------
+
+
+def refuse_removed_wal(db_path: Path) -> None:
+    """Refuse to open a WAL store whose ``-wal`` was removed under processes that still
+    have it open (:class:`StoreFileReplacedError`, naming them).
+
+    Their ``-shm`` index describes frames in the file they hold; a connection made now
+    would create a new, empty ``-wal``, fail to read ("disk I/O error") and keep those
+    processes from ever checkpointing their writes into the database (a clean close of
+    theirs does it while no other file has the name). Without live holders a stale
+    ``-shm`` is harmless: SQLite rebuilds it.
+    """
+    wal, shm = side_file(db_path, "-wal"), side_file(db_path, "-shm")
+    if os.path.lexists(wal):
+        return
+    try:
+        if os.stat(shm).st_size == 0:
+            return
+        with open(db_path, "rb") as f:
+            head = f.read(20)
+    except OSError:
+        return
+    if len(head) < 20 or head[18] != 2 or head[19] != 2:
+        return  # not a WAL database
+    pids = lock_pids([db_path, shm], kinds=("POSIX", "OFDLCK"))
+    if not pids:
+        return
+    who = ", ".join(str(p) for p in pids)
+    raise StoreFileReplacedError(
+        f"{wal} is missing while other processes (pid {who}) have the store open: it was "
+        "removed under them, and their writes since the last checkpoint are only in the "
+        "file they still hold. The store is not opened here (a new -wal would keep those "
+        "writes from ever reaching the database). Stop those processes cleanly (a clean "
+        f"stop copies the writes into {db_path.name}; a kill loses them), then run "
+        f"`hermes-repo --home {shlex.quote(str(db_path.parent))} doctor`"
+    )

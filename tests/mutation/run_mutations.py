@@ -54,8 +54,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "quarantine-handle-error",
         "hermes_repo/database.py",
-        "        elif structural:\n            error = StateDbCorruptError(quarantine.enter(",
-        "        elif False:\n            error = StateDbCorruptError(quarantine.enter(",
+        "        elif structural:\n            error = StateDbCorruptError(\n",
+        "        elif False:\n            error = StateDbCorruptError(\n",
         (f"{QP}::test_structural_damage_met_on_any_path_quarantines_and_nothing_reaches_the_file",),
         "a structural verdict no longer quarantines the file",
     ),

@@ -52,7 +52,7 @@ UNIQUE = sqlite_error(
         (BUSY_SNAPSHOT, ErrorKind.TRANSIENT),
         (LOCKED, ErrorKind.TRANSIENT),
         (READONLY, ErrorKind.TRANSIENT),
-        (DBMOVED, ErrorKind.OTHER),
+        (DBMOVED, ErrorKind.REPLACED),
         (FULL, ErrorKind.DISK),
         (IOERR, ErrorKind.DISK),
         (CORRUPT, ErrorKind.CORRUPT),
@@ -79,7 +79,7 @@ def test_translated_errors_keep_their_kind_and_name_the_cause() -> None:
     assert isinstance(translate(FULL), StorageFullError)
     assert isinstance(translate(CORRUPT), StateDbCorruptError)
     moved = translate(DBMOVED)
-    assert classify(moved) is ErrorKind.OTHER and "moved or deleted" in str(moved)
+    assert classify(moved) is ErrorKind.REPLACED and "moved or deleted" in str(moved)
     assert transient_cause(BUSY_SNAPSHOT).startswith("changed by another process")
 
 

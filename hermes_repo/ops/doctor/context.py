@@ -15,8 +15,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from ... import walcheck
 from ...engine import DB_NAME, Driver, check_journal_files
-from ...errors import HermesRepoError, UnsafePathError
+from ...errors import HermesRepoError, StoreFileReplacedError, UnsafePathError
 from ...schema.files import read_only_uri
 from ...schema.tables import COUNT_SQL
 
@@ -148,9 +149,11 @@ class DoctorContext:
                 raise DoctorReadError(f"{self.db_path} does not exist")
             try:
                 check_journal_files(self.db_path)
-            except UnsafePathError as exc:
-                # SQLite would follow the link (or fail on the folder as CANTOPEN):
-                # check_journal_files reports it once, by name, with its fix.
+                walcheck.refuse_removed_wal(self.db_path)
+            except (UnsafePathError, StoreFileReplacedError) as exc:
+                # SQLite would follow the link (or fail on the folder as CANTOPEN), or
+                # make a new -wal under live holders: check_journal / check_wal_header
+                # report it once, by name, with its fix.
                 raise JournalFileError(str(exc)) from exc
             try:
                 conn = self.driver.module.connect(

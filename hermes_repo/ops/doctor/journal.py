@@ -1,7 +1,9 @@
-"""The files SQLite keeps beside the store: unsafe journal files, a damaged ``-wal`` header.
+"""The files SQLite keeps beside the store: unsafe journal files, a damaged ``-wal``
+header, an orphaned ``-wal``.
 
-Both run before any read: a planted link would be followed by SQLite, and a ``-wal``
-with an invalid header would be treated as empty, so its frames must be saved first.
+All run before any read: a planted link would be followed by SQLite, a ``-wal`` with an
+invalid header would be treated as empty, and a ``-wal`` beside a missing or empty
+database would be deleted, so their frames must be saved first.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 
 from ... import walcheck
 from ...engine import check_journal_files
-from ...errors import UnsafePathError
+from ...errors import StoreFileReplacedError, UnsafePathError
 from .context import STOP_FIRST, CheckResult, DoctorContext, Finding
 from .fixes import recovered_path
 
@@ -27,6 +29,7 @@ class WalHeaderFacts:
     title = "WAL header"
     damaged: str | None = None
     saved: list[str] = field(default_factory=list)
+    orphaned: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The facts as JSON-ready data."""
@@ -37,6 +40,8 @@ class WalHeaderFacts:
         out = [("-wal header", f"DAMAGED: {self.damaged}" if self.damaged else "valid or none")]
         if self.saved:
             out.append(("saved -wal sets", ", ".join(self.saved)))
+        if self.orphaned:
+            out.append(("orphaned -wal set aside", ", ".join(self.orphaned)))
         return out
 
 
@@ -71,11 +76,18 @@ def check_wal_header(ctx: DoctorContext) -> CheckResult:
     except walcheck.WalSaveError as exc:
         cause, _, fix = str(exc).partition("; ")
         return CheckResult("wal_header", None, [Finding("wal-header-damaged", "error", cause, fix)])
+    except StoreFileReplacedError as exc:
+        # The checks that read through SQLite skip (DoctorContext refuses to connect).
+        cause, _, fix = str(exc).partition(". Stop ")
+        return CheckResult(
+            "wal_header", None, [Finding("wal-removed", "error", cause, "Stop " + fix)]
+        )
     saved = [str(p) for p in walcheck.saved_sets(ctx.db_path)]
-    if found is None and not saved:
+    orphaned = [str(p) for p in walcheck.orphaned_sets(ctx.db_path)]
+    if found is None and not saved and not orphaned:
         return CheckResult("wal_header", None)  # the usual case: nothing worth a section
-    facts = WalHeaderFacts(damaged=found.reason if found else None, saved=saved)
-    findings: list[Finding] = []
+    facts = WalHeaderFacts(damaged=found.reason if found else None, saved=saved, orphaned=orphaned)
+    findings: list[Finding] = [_orphaned(ctx, Path(p)) for p in orphaned]
     if found is not None:
         findings.append(
             Finding(
@@ -101,3 +113,21 @@ def check_wal_header(ctx: DoctorContext) -> CheckResult:
             )
         )
     return CheckResult("wal_header", facts, findings)
+
+
+def _orphaned(ctx: DoctorContext, wal: Path) -> Finding:
+    """An orphaned ``-wal`` set aside (by this doctor or any open): it stays a finding
+    until the operator has put it back with its database, or deleted it."""
+    base = shlex.quote(str(wal.with_name(wal.name[: -len("-wal")])))
+    recover = ctx.command(f"hermes-repo sessions recover --source {base}")
+    return Finding(
+        "wal-orphaned",
+        "error",
+        f"{wal.name} ({wal.stat().st_size if wal.exists() else 0} bytes) holds committed "
+        f"writes of a {ctx.db_path.name} that was moved away or removed while the store "
+        "was open; it was set aside so SQLite could not discard it",
+        f"put the moved database at {base} (`mv MOVED.db {base}`), then check the pair "
+        f"with `{recover} --inspect-only` and recover it with `{recover} --output NEW.db` "
+        f"and `{ctx.command('hermes-repo db replace NEW.db')}`; delete the set once its "
+        "rows are safe",
+    )
