@@ -43,7 +43,6 @@ from sqlalchemy.engine import Connection
 from hermes_repo import (
     ConfigurationError,
     DatabaseBusyError,
-    HermesRepoError,
     IntegrityViolation,
     MessageRepository,
     SessionRepository,
@@ -53,6 +52,7 @@ from hermes_repo import (
     StorageFullError,
     StoreClosedError,
     UnitOfWork,
+    WriteFailedError,
 )
 
 from ._agents_items import SOURCE, message_to_item, normalise_items, to_messages
@@ -78,6 +78,11 @@ T = TypeVar("T")
 
 # A limit at least this large asks for every item.
 _ALL = 2**62
+
+# Failures the database, not an item, causes (a lock past the budget, a server away, a
+# full disk, a damaged file or index): the items go to the spool (or the salvage file).
+# Any other failure rolled the call's unit back and is raised: nothing of it is stored.
+_SPOOLED_KINDS = frozenset({"transient", "disk", "corrupt", "fts", "timeout"})
 
 #: The archive reason of a row removed by ``pop_item``.
 POP_REASON = "openai-agents: pop_item"
@@ -436,9 +441,9 @@ class HermesSession:
             if not self._backlog(tail) or self._replay_spooled(store, tail, self._policy.budget_s):
                 try:
                     store.write(append, self._policy)
-                except (SessionTakenError, StoreClosedError, IntegrityViolation):
-                    raise  # refused, nothing written: not a matter for the spool
-                except HermesRepoError as exc:
+                except WriteFailedError as exc:
+                    if exc.kind.value not in _SPOOLED_KINDS:
+                        raise  # the unit rolled back: nothing of the call is stored
                     log.info("session %s: write failed (%s); spooling", self.session_id, exc)
                 else:
                     tail.titled = True
