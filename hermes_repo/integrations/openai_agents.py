@@ -82,6 +82,7 @@ _ALL = 2**62
 # Failures the database, not an item, causes (a lock past the budget, a server away, a
 # full disk, a damaged file or index): the items go to the spool (or the salvage file).
 # Any other failure rolled the call's unit back and is raised: nothing of it is stored.
+_SOURCE_SQL = "SELECT source FROM sessions WHERE id = ?"
 _SPOOLED_KINDS = frozenset({"transient", "disk", "corrupt", "fts", "timeout"})
 
 #: The archive reason of a row removed by ``pop_item``.
@@ -235,6 +236,7 @@ class HermesSession:
         self._pending: Path | None = None
         self._policy: Any = None  # the writer's RetryPolicy (its budget)
         self._last_replay_errors: list[str] = []
+        self._fast = False  # SQLite: the owner is read on the driver's cursor
         self._opening = threading.Lock()  # one open of the owned store, not one per call
 
     @property
@@ -322,6 +324,7 @@ class HermesSession:
                 tail_key = _tail_key(store, self.key)
                 writer = store.transcript_writer(self.key, write_budget_s=self._write_budget_s)
                 with self._lock:
+                    self._fast = store.backend.cursor_fast_path
                     self._pending = writer.pending_path
                     self._policy = writer.policy
                     self._tail_key = tail_key
@@ -350,10 +353,25 @@ class HermesSession:
         """In ``uow``: True when the session exists and is ours (its row locked until
         the unit ends, so pops, clears and appends are ordered), False when missing;
         another source's raises SessionTakenError."""
+        if self._fast:
+            # SQLite: one writer at a time, the unit's transaction is the lock.
+            return self._owned_on(uow.connection)
         state = uow.sessions.source_and_extra(self.key, lock=True)
         if state is None:
             return False
         self._refuse_foreign(state[0])
+        return True
+
+    def _owned_on(self, conn: Connection) -> bool:
+        """:meth:`_owned` on SQLite, in ``conn``'s transaction (begun by this statement
+        when it is the unit's first: BEGIN IMMEDIATE, the write lock), one plain
+        statement: SQLAlchemy's compiled-statement cost was most of a small call."""
+        found = conn.exec_driver_sql(_SOURCE_SQL, (self.key,)).first()
+        if found is None:
+            return False
+        if found[0] != SOURCE:  # ours is stored as it is: plain text, no mark (the codec)
+            state = SessionRepository(conn).source_and_extra(self.key)  # decoded, to name it
+            self._refuse_foreign(state[0] if state is not None else str(found[0]))
         return True
 
     def _backlog(self, tail: _Tail) -> bool:
@@ -386,16 +404,18 @@ class HermesSession:
     def _get_items(self, last: int | None) -> list[Any]:
         store, tail = self._ready()
         key = self.key
-        fast = store.backend.cursor_fast_path
+        fast = self._fast
 
         def read(conn: Connection) -> list[dict[str, Any]]:
             # The owner and the rows in one read transaction: no extra round trip.
-            state = SessionRepository(conn).source_and_extra(key)
-            if state is None:
-                return []
-            self._refuse_foreign(state[0])
             if not fast:
+                state = SessionRepository(conn).source_and_extra(key)
+                if state is None:
+                    return []
+                self._refuse_foreign(state[0])
                 return MessageRepository(conn).list(key, last=last)
+            if not self._owned_on(conn):
+                return []
             # SQLite: the rows on the driver's cursor, in the same transaction (what
             # load_conversation does; SQLAlchemy's per-row cost exceeds SQLite's own).
             dbapi = conn.connection.dbapi_connection
