@@ -21,14 +21,21 @@ What the store adds over the SDK's ``SQLiteSession``:
   included), and ``doctor``, ``snapshot`` and the repair tools work on the session;
 * a locked database is retried within a budget, a damaged file is quarantined.
 
-Every call runs the store's blocking work in a worker thread: the event loop never waits
-on SQLite, a lock or an fsync.
+Every call runs the store's blocking work in a worker thread, the opening of the store
+(and the spool replay it runs) included: the event loop never waits on SQLite, a lock
+or an fsync, and building a ``HermesSession`` does no I/O.
+
+Every call checks, in the transaction that does its work, that the session is the SDK's
+(its source): a session another door or an agent made under the id, even after the
+``HermesSession`` was built, is refused with ``SessionTakenError`` and nothing of it is
+read, popped, cleared or written; a spool of the session is never replayed into it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import logging
 import math
 import os
@@ -43,6 +50,7 @@ from sqlalchemy.engine import Connection
 from hermes_repo import (
     ConfigurationError,
     DatabaseBusyError,
+    HermesRepoError,
     IntegrityViolation,
     MessageRepository,
     SessionRepository,
@@ -342,10 +350,10 @@ class HermesSession:
                 "(hermes-repo sessions list shows the ones taken)"
             )
 
-    def _check_owner(self, store: StateStore) -> None:
+    def _check_owner(self, store: StateStore, policy: Any = None) -> None:
         """A read of the session's source: before a spool replay, which must never
         carry this session's items into another door's session."""
-        state = store.read(lambda conn: SessionRepository(conn).source_and_extra(self.key))
+        state = store.read(lambda conn: SessionRepository(conn).source_and_extra(self.key), policy)
         if state is not None:
             self._refuse_foreign(state[0])
 
@@ -479,6 +487,14 @@ class HermesSession:
     ) -> None:
         """The database did not take ``messages`` within the budget: the writer (one
         more attempt, then the spool or, on a damaged file, the salvage file)."""
+        try:
+            # The writer tries the database once more, outside this call's checked unit:
+            # a session another door took meanwhile must not get the items.
+            self._check_owner(store, dataclasses.replace(self._policy, budget_s=0.0))
+        except SessionTakenError:
+            raise
+        except HermesRepoError:
+            pass  # the database is away: the spool is where the items go
         writer = store.transcript_writer(self.key, write_budget_s=0.0, source=SOURCE)
         result = writer.flush(messages)
         if self._pending is not None and tail.spooled and not self._pending.exists():
