@@ -206,6 +206,17 @@ async def test_a_closed_store_gives_store_closed_from_every_call_and_spools_noth
             with pytest.raises(StoreClosedError, match="store is closed"):
                 await call
     assert not list((store.home / "sessions").glob("*.pending.jsonl"))
+    conversations = HermesConversationStore(store)
+    for pai_call in (
+        conversations.read_record("c"),
+        conversations.read_records(),
+        conversations.read_entry("e"),
+        conversations.read_history("e"),
+        conversations.delete_record("c", expected_revision="r1"),
+        _save(conversations, "c", [_entry("e", "hi")]),
+    ):
+        with pytest.raises(StoreClosedError, match="store is closed"):
+            await pai_call
 
 
 @pytest.mark.usefixtures("backend")
