@@ -15,6 +15,9 @@ The public contract::
 import importlib
 from typing import TYPE_CHECKING, Any
 
+# What a message must be to become a row: for a caller (a framework's door) that checks a
+# whole call before writing any of it.
+from .codec import check_server_text, message_to_row
 from .errors import (
     ConfigurationError,
     DatabaseBusyError,
@@ -171,6 +174,8 @@ __all__ = [
     "UnsafePathError",
     "WalSaveError",
     "WriteFailedError",
+    "check_server_text",
+    "message_to_row",
     "validate_session_id",
 ]
 

@@ -30,9 +30,16 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hermes_repo import IntegrityViolation
+from hermes_repo import IntegrityViolation, check_server_text, message_to_row
 
-__all__ = ["ITEM_KEY", "SOURCE", "item_to_message", "message_to_item", "normalise_items"]
+__all__ = [
+    "ITEM_KEY",
+    "SOURCE",
+    "item_to_message",
+    "message_to_item",
+    "normalise_items",
+    "to_messages",
+]
 
 #: The ``source`` of sessions written through the OpenAI Agents SDK.
 SOURCE = "openai-agents"
@@ -116,6 +123,32 @@ def item_to_message(item: dict[str, Any], *, now: float | None = None) -> dict[s
     envelope["item"] = rest
     message[ITEM_KEY] = envelope
     return message
+
+
+def to_messages(
+    items: Sequence[dict[str, Any]], session_id: str, *, server: bool
+) -> list[dict[str, Any]]:
+    """The message rows of normalised ``items``, each checked to be a row the store
+    takes (``server``: PostgreSQL's text rules too) before any is written: one that is
+    not refuses them all, naming its index."""
+    messages = []
+    for index, item in enumerate(items):
+        message = item_to_message(item)
+        try:
+            row = message_to_row(session_id, message)
+            if server:
+                check_server_text(row)
+        except IntegrityViolation as exc:
+            raise IntegrityViolation(
+                f"item {index} cannot be stored: {exc}; nothing of this call was written"
+            ) from exc
+        except RecursionError as exc:  # a codec walking a value deeper than JSON did
+            raise IntegrityViolation(
+                f"item {index} is nested too deeply to store; flatten it: nothing of this "
+                "call was written"
+            ) from exc
+        messages.append(message)
+    return messages
 
 
 def message_to_item(message: Mapping[str, Any]) -> dict[str, Any]:

@@ -16,7 +16,15 @@ def door_session_id(framework_id: str, prefix: str) -> str:
     """``framework_id`` itself when it is a valid session id (the store's one rule,
     :func:`hermes_repo.validate_session_id`), else ``<prefix>-`` and 40 hex digits of its
     SHA-256: any text an application uses (an e-mail address, emoji, 300 characters, a
-    lone surrogate) gets a session, always the same one."""
+    lone surrogate) gets a session, always the same one. An id holding U+0000 is
+    refused on every backend (a server's text cannot hold it: stored on SQLite, it
+    could never be copied to PostgreSQL)."""
+    if isinstance(framework_id, str) and "\x00" in framework_id:
+        raise IntegrityViolation(
+            f"the id {framework_id!r} holds the character U+0000 (NUL), which "
+            "no store keeps in an id or title; remove it (or replace it, e.g. with "
+            "U+FFFD) from the id"
+        )
     try:
         valid = validate_session_id(framework_id)
     except IntegrityViolation:

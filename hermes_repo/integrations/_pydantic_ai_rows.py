@@ -17,7 +17,7 @@ from pydantic import TypeAdapter
 from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse
 
-from hermes_repo import SessionTakenError
+from hermes_repo import IntegrityViolation, SessionTakenError, check_server_text, message_to_row
 
 from ._ids import door_session_id
 
@@ -26,6 +26,7 @@ __all__ = [
     "RECORD_KEY",
     "SOURCE",
     "check_owner",
+    "checked_rows",
     "entry_from_row",
     "entry_row",
     "record_from_json",
@@ -119,6 +120,39 @@ def entry_row(entry: ConversationEntry) -> dict[str, Any]:
     if when is not None and 0 <= when.timestamp() < _YEAR_3000:
         row["timestamp"] = when.timestamp()
     return row
+
+
+def checked_rows(
+    entries: list[ConversationEntry], session_id: str, *, server: bool
+) -> list[dict[str, Any]]:
+    """The rows of ``entries``, each checked to be a row the store takes (``server``:
+    PostgreSQL's text rules too) before any is written: one that is not refuses the
+    whole save, naming its index."""
+    rows = []
+    for index, entry in enumerate(entries):
+        try:
+            if isinstance(entry.id, str) and "\x00" in entry.id:
+                # Kept out on every backend: a server's text cannot hold it.
+                raise IntegrityViolation(
+                    f"the id {entry.id!r} holds the character U+0000 (NUL); use entry ids "
+                    "without it"
+                )
+            row = entry_row(entry)
+            checked = message_to_row(session_id, row)
+            if server:
+                check_server_text(checked)
+        except IntegrityViolation as exc:
+            raise IntegrityViolation(
+                f"entry {index} ({entry.id!r}) cannot be stored: {exc}; nothing of this save "
+                "was written"
+            ) from exc
+        except (RecursionError, ValueError, TypeError) as exc:
+            raise IntegrityViolation(
+                f"entry {index} ({entry.id!r}) cannot be stored ({type(exc).__name__}: "
+                f"{exc}); nothing of this save was written"
+            ) from exc
+        rows.append(row)
+    return rows
 
 
 def entry_from_row(row: Mapping[str, Any]) -> ConversationEntry:

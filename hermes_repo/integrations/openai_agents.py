@@ -21,14 +21,21 @@ What the store adds over the SDK's ``SQLiteSession``:
   included), and ``doctor``, ``snapshot`` and the repair tools work on the session;
 * a locked database is retried within a budget, a damaged file is quarantined.
 
-Every call runs the store's blocking work in a worker thread: the event loop never waits
-on SQLite, a lock or an fsync.
+Every call runs the store's blocking work in a worker thread, the opening of the store
+(and the spool replay it runs) included: the event loop never waits on SQLite, a lock
+or an fsync, and building a ``HermesSession`` does no I/O.
+
+Every call checks, in the transaction that does its work, that the session is the SDK's
+(its source): a session another door or an agent made under the id, even after the
+``HermesSession`` was built, is refused with ``SessionTakenError`` and nothing of it is
+read, popped, cleared or written; a spool of the session is never replayed into it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import logging
 import math
 import os
@@ -38,22 +45,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from sqlalchemy.engine import Connection
+
 from hermes_repo import (
     ConfigurationError,
     DatabaseBusyError,
+    HermesRepoError,
     IntegrityViolation,
-    NotFoundError,
+    MessageRepository,
+    SessionRepository,
     SessionTakenError,
     StateDbCorruptError,
     StateStore,
     StorageFullError,
     StoreClosedError,
-    TranscriptWriter,
     UnitOfWork,
     WriteFailedError,
 )
 
-from ._agents_items import SOURCE, item_to_message, message_to_item, normalise_items
+from ._agents_items import SOURCE, message_to_item, normalise_items, to_messages
 from ._ids import door_session_id
 
 try:
@@ -77,6 +87,12 @@ T = TypeVar("T")
 # A limit at least this large asks for every item.
 _ALL = 2**62
 
+# Failures the database, not an item, causes (a lock past the budget, a server away, a
+# full disk, a damaged file or index): the items go to the spool (or the salvage file).
+# Any other failure rolled the call's unit back and is raised: nothing of it is stored.
+_SOURCE_SQL = "SELECT source FROM sessions WHERE id = ?"
+_SPOOLED_KINDS = frozenset({"transient", "disk", "corrupt", "fts", "timeout"})
+
 #: The archive reason of a row removed by ``pop_item``.
 POP_REASON = "openai-agents: pop_item"
 #: The archive reason of the rows removed by ``clear_session``.
@@ -96,50 +112,51 @@ def session_key(session_id: str) -> str:
 
 
 @dataclass
-class _Door:
-    """What every HermesSession of one session on one open store shares: the writer
-    (which uids it knows are committed: loaded once, not per HermesSession), the items
-    spooled and not yet in the database, and the lock that orders the calls."""
+class _Tail:
+    """What every HermesSession of one session of one store shares in this process,
+    whichever :class:`StateStore` object it was built on: the items spooled and not yet
+    in the database (oldest first), and the lock that orders the calls."""
 
-    writer: TranscriptWriter
     spooled: list[dict[str, Any]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    known: bool = False  # the session row exists and is ours
-    users: int = 0  # open HermesSessions on it: the last close forgets it (unless spooled)
+    titled: bool = False  # the row is known to carry its title: no UPDATE per call
+    users: int = 0  # HermesSessions holding it: the last close forgets it (unless spooled)
 
 
-_DoorKey = tuple[int, str, float | None]
-_doors: dict[_DoorKey, _Door] = {}
-_doors_lock = threading.Lock()
+# (the home's real path, the database: its real file path or the server's URL without
+# its password, the session id). Not the StateStore object: a second object of the
+# same store, or one opened after the first was closed, must see the same tail.
+_TailKey = tuple[str, str, str]
+_tails: dict[_TailKey, _Tail] = {}
+_tails_lock = threading.Lock()
 
 
-def _door_key(store: StateStore, key: str, write_budget_s: float | None) -> _DoorKey:
-    return (id(store), key, write_budget_s)
+def _tail_key(store: StateStore, key: str) -> _TailKey:
+    home = os.path.realpath(store.home)
+    if store.backend.is_file:
+        return home, os.path.realpath(store.path), key
+    # The spool files live in the home, so two homes on one server keep two tails.
+    return home, str(store.database.location), key
 
 
-def _open_door(store: StateStore, key: str, write_budget_s: float | None) -> _Door:
-    # A gateway builds a HermesSession per request: one writer per session and store
-    # (TranscriptWriter's intended use) keeps the first flush's read of every stored
-    # uid from being paid again on each. Keyed by the store's identity while a session
-    # holds it open (the door's writer keeps the store alive until then).
-    with _doors_lock:
-        door = _doors.get(_door_key(store, key, write_budget_s))
-        if door is None:
-            writer = store.transcript_writer(key, write_budget_s=write_budget_s, source=SOURCE)
-            door = _doors[_door_key(store, key, write_budget_s)] = _Door(writer)
-        door.users += 1
-        return door
+def _hold_tail(tail_key: _TailKey) -> _Tail:
+    with _tails_lock:
+        tail = _tails.get(tail_key)
+        if tail is None:
+            tail = _tails[tail_key] = _Tail()
+        tail.users += 1
+        return tail
 
 
-def _close_door(door_key: _DoorKey) -> None:
-    with _doors_lock:
-        door = _doors.get(door_key)
-        if door is not None:
-            door.users -= 1
+def _release_tail(tail_key: _TailKey) -> None:
+    with _tails_lock:
+        tail = _tails.get(tail_key)
+        if tail is not None:
+            tail.users -= 1
             # Kept while it holds spooled items: the next HermesSession of the session
             # must still return them.
-            if door.users <= 0 and not door.spooled:
-                del _doors[door_key]
+            if tail.users <= 0 and not tail.spooled:
+                del _tails[tail_key]
 
 
 async def _settle(call: Callable[[], T]) -> T:
@@ -164,16 +181,25 @@ class HermesSession:
     """The OpenAI Agents SDK's ``Session`` protocol on a hermes store.
 
     ``HermesSession(session_id)`` opens the store of ``home`` (default
-    ``$HERMES_HOME``, else ``~/.hermes``) and closes it in :meth:`close`; pass ``store=``
-    to share one open :class:`~hermes_repo.StateStore` between sessions (it is then the
-    caller's to close). ``session_settings`` is a ``SessionSettings`` or a dict (unknown
-    keys are refused, as the SDK does); its ``limit`` is :meth:`get_items`'s default.
-    ``write_budget_s``: how long a locked database is waited for before items go to the
-    spool (default: the store's transcript budget).
+    ``$HERMES_HOME``, else ``~/.hermes``) at its first call, in a worker thread (the
+    constructor does no I/O), and closes it in :meth:`close`; pass ``store=`` to share
+    one open :class:`~hermes_repo.StateStore` between sessions (it is then the caller's
+    to close; once it is closed every call raises :class:`~hermes_repo.StoreClosedError`).
+    ``session_settings`` is a ``SessionSettings`` or a dict (unknown keys are refused, as
+    the SDK does); its ``limit`` is :meth:`get_items`'s default. ``write_budget_s``: how
+    long a locked database is waited for before items go to the spool (default: the
+    store's transcript budget).
 
-    Items must be JSON (as for ``SQLiteSession``); NaN and infinities are refused. The
-    store's errors are :class:`~hermes_repo.HermesRepoError` subclasses naming the cause
-    and the fix (the SDK's own ``TypeError`` for unknown settings keys is left as it is).
+    Every call checks, in the transaction that does its work, that the session is the
+    SDK's: a session another door or an agent made under the id (even after this object
+    was built) is refused with :class:`~hermes_repo.SessionTakenError`, and nothing of
+    it is read, popped, cleared or written.
+
+    Items must be JSON (as for ``SQLiteSession``); NaN and infinities are refused. A
+    call's items are checked whole before any is written: one that cannot be stored
+    refuses the call, naming its index. The store's errors are
+    :class:`~hermes_repo.HermesRepoError` subclasses naming the cause and the fix (the
+    SDK's own ``TypeError`` for unknown settings keys is left as it is).
     """
 
     session_id: str
@@ -205,42 +231,31 @@ class HermesSession:
             raise ConfigurationError(
                 f"write_budget_s must be a number of seconds >= 0, got {write_budget_s!r}"
             )
-        self._close_lock = threading.Lock()
+        self._write_budget_s = write_budget_s
+        self._home = home
+        # Opening a store, and the spool replay its open runs, wait on locks and disks:
+        # done at the first call, in the worker thread (the event loop never waits).
+        self._lock = threading.Lock()  # guards the fields below, never held across I/O
         self._closed = False
         self._owns_store = store is None
-        self.store = store if store is not None else StateStore.open(home)
-        self._door_key = _door_key(self.store, self.key, write_budget_s)
-        try:
-            self._door = _open_door(self.store, self.key, write_budget_s)
-            self._writer: TranscriptWriter = self._door.writer
-            self._pending: Path = self._writer.pending_path
-            # Items spooled and not in the database yet, oldest first: get_items still
-            # returns them, after the stored ones. Shared by the session's HermesSessions.
-            self._spooled: list[dict[str, Any]] = self._door.spooled
-            self._lock = self._door.lock
-            if not self._door.known:
-                self._door.known = self._owned_here()
-        except BaseException:
-            self.close()  # an opened store is not left behind
-            raise
+        self._store: StateStore | None = store
+        self._tail: _Tail | None = None
+        self._tail_key: _TailKey | None = None
+        self._pending: Path | None = None
+        self._policy: Any = None  # the writer's RetryPolicy (its budget)
+        self._last_replay_errors: list[str] = []
+        self._fast = False  # SQLite: the owner is read on the driver's cursor
+        self._opening = threading.Lock()  # one open of the owned store, not one per call
 
-    def _owned_here(self) -> bool:
-        # Never read or archive rows of a session another door wrote: refused up front.
-        try:
-            found = self.store.get_session(self.key)
-        except NotFoundError:
-            return False
-        if found.source != SOURCE:
-            raise SessionTakenError(
-                f"session {self.key!r} was written by {found.source!r}, not through the "
-                "OpenAI Agents SDK; use another session_id (hermes-repo sessions list shows "
-                "the ones taken)"
-            )
-        # One a spool replay created has no title yet: the first write names it.
-        return found.title is not None
+    @property
+    def store(self) -> StateStore:
+        """The store; a session given ``home=`` opens it here when no call has yet (this
+        blocks: from async code let a call open it in its thread)."""
+        return self._ready()[0]
 
     def __repr__(self) -> str:
-        return f"HermesSession({self.session_id!r}, store={self.store!r})"
+        where = self._store if self._store is not None else f"home={self._home!r}"
+        return f"HermesSession({self.session_id!r}, store={where!r})"
 
     # -- the protocol ------------------------------------------------------------------
 
@@ -263,7 +278,9 @@ class HermesSession:
     async def add_items(self, items: list[Any]) -> None:
         """Append ``items`` in order, all in one transaction; when the database cannot
         take them within the budget they are spooled (safe on disk, returned by
-        :meth:`get_items`, replayed exactly once by the next call or open)."""
+        :meth:`get_items`, replayed exactly once by the next call or open). An item that
+        can never be stored refuses the whole call, naming its index: nothing of it is
+        written."""
         self._check_open()
         normalised = normalise_items(items)
         if not normalised:
@@ -284,14 +301,14 @@ class HermesSession:
 
     def close(self) -> None:
         """Close the session, and the store when this session opened it. Idempotent."""
-        with self._close_lock:
+        with self._opening, self._lock:
             if self._closed:
                 return
             self._closed = True
-            if hasattr(self, "_door"):
-                _close_door(self._door_key)
-            if self._owns_store:
-                self.store.close()
+            if self._tail_key is not None:
+                _release_tail(self._tail_key)
+            if self._owns_store and self._store is not None:
+                self._store.close()
 
     # -- the blocking halves, run in a worker thread -------------------------------------
 
@@ -301,124 +318,250 @@ class HermesSession:
                 f"HermesSession {self.session_id!r} is closed; create a new HermesSession"
             )
 
-    def _ensure_session(self) -> None:
-        if self._door.known:
-            return
-        key = self.key
+    def _ready(self) -> tuple[StateStore, _Tail]:
+        """The open store and the session's shared tail, opening the store first when
+        this session owns it; a closed session or store raises StoreClosedError."""
+        with self._opening:
+            self._check_open()
+            store = self._store
+            if store is None:
+                store = self._store = StateStore.open(self._home)
+            store.engine  # noqa: B018 - raises StoreClosedError once the store is closed
+            tail = self._tail
+            if tail is None:
+                tail_key = _tail_key(store, self.key)
+                writer = store.transcript_writer(self.key, write_budget_s=self._write_budget_s)
+                with self._lock:
+                    self._fast = store.backend.cursor_fast_path
+                    self._pending = writer.pending_path
+                    self._policy = writer.policy
+                    self._tail_key = tail_key
+                    tail = self._tail = _hold_tail(tail_key)
+            return store, tail
 
-        def work(uow: UnitOfWork) -> str:
-            if not uow.sessions.ensure(key, source=SOURCE, title=self.session_id):
-                # Created by a spool replay (source recorded, no title): name it now.
-                uow.sessions.title_if_untitled(key, self.session_id)
-            return uow.sessions.require(key).source
-
-        try:
-            # Within the writer's budget: a locked database must spool the items, not
-            # fail the call on the session row.
-            source = self.store.write(work, self._writer.policy)
-        except WriteFailedError:
-            return  # the flush spools; the row (and its title) comes with a later call
+    def _refuse_foreign(self, source: str) -> None:
+        # The key is a one-to-one function of the SDK's id (a hash for any id that is
+        # not a valid session id, a literal hash hashed again): a session of the SDK's
+        # source under it is this id's. Another source's is not ours to touch.
         if source != SOURCE:
-            self._owned_here()  # raises, naming the session's source
-        self._door.known = True
-
-    def _replay_spooled(self, *, required: bool) -> None:
-        # A spool left by this session, or by an earlier process for this session id.
-        if not self._spooled and not self._pending.exists():
-            return
-        # A read tries once (it must not wait on a writer's lock: the spooled items are
-        # returned from memory meanwhile); pop and clear wait as a write does.
-        budget = self._writer.policy.budget_s if required else 0.0
-        report = self.store.recover_pending(self.key, write_budget_s=budget)
-        if not self._pending.exists():
-            self._spooled.clear()  # in place: the list is the door's
-            return
-        if required:
-            raise DatabaseBusyError(
-                f"items of session {self.session_id!r} are still in the spool "
-                f"({'; '.join(report.errors) or 'not replayed'}); retry when the database "
-                "takes writes again, or run: hermes-repo pending recover"
+            raise SessionTakenError(
+                f"session {self.key!r} was written by {source!r}, not through the "
+                "OpenAI Agents SDK; nothing was read or written: use another session_id "
+                "(hermes-repo sessions list shows the ones taken)"
             )
 
+    def _check_owner(self, store: StateStore, policy: Any = None) -> None:
+        """A read of the session's source: before a spool replay, which must never
+        carry this session's items into another door's session."""
+        state = store.read(lambda conn: SessionRepository(conn).source_and_extra(self.key), policy)
+        if state is not None:
+            self._refuse_foreign(state[0])
+
+    def _owned(self, uow: UnitOfWork) -> bool:
+        """In ``uow``: True when the session exists and is ours (its row locked until
+        the unit ends, so pops, clears and appends are ordered), False when missing;
+        another source's raises SessionTakenError."""
+        if self._fast:
+            # SQLite: one writer at a time, the unit's transaction is the lock.
+            return self._owned_on(uow.connection)
+        state = uow.sessions.source_and_extra(self.key, lock=True)
+        if state is None:
+            return False
+        self._refuse_foreign(state[0])
+        return True
+
+    def _owned_on(self, conn: Connection) -> bool:
+        """:meth:`_owned` on SQLite, in ``conn``'s transaction (begun by this statement
+        when it is the unit's first: BEGIN IMMEDIATE, the write lock), one plain
+        statement: SQLAlchemy's compiled-statement cost was most of a small call."""
+        found = conn.exec_driver_sql(_SOURCE_SQL, (self.key,)).first()
+        if found is None:
+            return False
+        if found[0] != SOURCE:  # ours is stored as it is: plain text, no mark (the codec)
+            state = SessionRepository(conn).source_and_extra(self.key)  # decoded, to name it
+            self._refuse_foreign(state[0] if state is not None else str(found[0]))
+        return True
+
+    def _backlog(self, tail: _Tail) -> bool:
+        assert self._pending is not None
+        return bool(tail.spooled) or self._pending.exists()
+
+    def _replay_spooled(self, store: StateStore, tail: _Tail, budget: float) -> bool:
+        """Replay the session's spool (left by this process or an earlier one), after
+        checking the session is ours; True when nothing is pending any more."""
+        assert self._pending is not None
+        self._check_owner(store)
+        report = store.recover_pending(self.key, write_budget_s=budget)
+        if self._pending.exists():
+            self._last_replay_errors = list(report.errors)
+            return False
+        tail.spooled.clear()  # in place: the list is shared
+        return True
+
+    def _require_replayed(self, store: StateStore, tail: _Tail) -> None:
+        # Pop and clear act on the newest rows: the spooled ones must be in first.
+        assert self._policy is not None
+        if not self._backlog(tail) or self._replay_spooled(store, tail, self._policy.budget_s):
+            return
+        raise DatabaseBusyError(
+            f"items of session {self.session_id!r} are still in the spool "
+            f"({'; '.join(self._last_replay_errors) or 'not replayed'}); retry when the "
+            "database takes writes again, or run: hermes-repo pending recover"
+        )
+
     def _get_items(self, last: int | None) -> list[Any]:
-        with self._lock:  # held for the read: a replay in between would count twice
-            self._replay_spooled(required=False)
+        store, tail = self._ready()
+        key = self.key
+        fast = self._fast
+
+        def read(conn: Connection) -> list[dict[str, Any]]:
+            # The owner and the rows in one read transaction: no extra round trip.
+            if not fast:
+                state = SessionRepository(conn).source_and_extra(key)
+                if state is None:
+                    return []
+                self._refuse_foreign(state[0])
+                return MessageRepository(conn).list(key, last=last)
+            if not self._owned_on(conn):
+                return []
+            # SQLite: the rows on the driver's cursor, in the same transaction (what
+            # load_conversation does; SQLAlchemy's per-row cost exceeds SQLite's own).
+            dbapi = conn.connection.dbapi_connection
+            assert dbapi is not None
+            cursor = dbapi.cursor()
+            try:
+                return MessageRepository(cursor).list(key, last=last)
+            finally:
+                cursor.close()
+
+        with tail.lock:  # held for the read: a replay in between would count twice
+            if self._backlog(tail):
+                # A read tries once: it must not wait on a writer's lock (the spooled
+                # items are returned from memory meanwhile).
+                self._replay_spooled(store, tail, 0.0)
             # Copies: a caller editing what it got must not edit what is pending.
-            spooled = copy.deepcopy(self._spooled)
-            messages = self.store.load_conversation(self.key, last=last).messages
+            spooled = copy.deepcopy(tail.spooled)
+            messages = store.read(read)
         items = [message_to_item(m) for m in messages] + spooled
         return items if last is None else items[max(0, len(items) - last) :]
 
     def _add_items(self, items: list[dict[str, Any]]) -> None:
-        with self._lock:
-            self._ensure_session()
-            messages = [item_to_message(item) for item in items]
-            # The flush writes the session's spooled backlog first, then these.
-            result = self._writer.flush(messages)
-            if self._spooled and not self._pending.exists():
-                self._spooled.clear()
-            if result.rejections:
-                reasons = "; ".join(f"item {r.index}: {r.reason}" for r in result.rejections)
-                raise IntegrityViolation(
-                    f"{result.rejected} item(s) can never be stored ({reasons}); the other "
-                    f"{len(items) - result.rejected} were saved and the refused ones kept in "
-                    f"sessions/ beside the store; pass plain JSON values"
-                )
-            if result.unsaved:
-                # Neither the database nor the spool took them: a full or failing disk.
-                raise StorageFullError(
-                    f"{result.unsaved} item(s) were not saved: {result.error}; nothing was "
-                    "lost that was saved before, retry add_items"
-                )
-            if result.spooled and self.store.quarantined:
-                # Kept in the salvage file, which only `sessions recover` brings back:
-                # not returned as if they were pending, and the caller must know.
-                raise StateDbCorruptError(
-                    f"the store's file is damaged and quarantined: {result.spooled} item(s) "
-                    f"of session {self.session_id!r} were kept in the salvage file under "
-                    f"sessions/ beside it ({result.error}); run hermes-repo doctor, then "
-                    "hermes-repo sessions recover"
-                )
-            if result.spooled:
-                spooled = set(result.spooled_uids)
-                self._spooled += [
-                    item for item, m in zip(items, messages, strict=True) if m["uid"] in spooled
-                ]
-                log.warning(
-                    "session %s: %d item(s) spooled (%s); they are replayed by the next call",
-                    self.session_id,
-                    result.spooled,
-                    result.error,
-                )
+        store, tail = self._ready()
+        assert self._policy is not None
+        # Every item checked before the first is written: one that can never be stored
+        # refuses the call whole (a writer's flush would store the others).
+        messages = to_messages(items, self.key, server=not store.backend.is_file)
+        key, title = self.key, self.session_id
+
+        def append(uow: UnitOfWork) -> None:
+            if not self._owned(uow):
+                if not uow.sessions.ensure(key, source=SOURCE, title=title):
+                    # Created meanwhile by another host (a server): whose is it?
+                    self._owned(uow)
+            elif not tail.titled:
+                # Created by a spool replay (source recorded, no title): name it now.
+                uow.sessions.title_if_untitled(key, title)
+            uow.messages.append_many(key, messages)
+
+        with tail.lock:
+            # The spooled backlog goes in first (rows keep the conversation's order);
+            # while it cannot, these items queue behind it in the spool.
+            if not self._backlog(tail) or self._replay_spooled(store, tail, self._policy.budget_s):
+                try:
+                    store.write(append, self._policy)
+                except WriteFailedError as exc:
+                    if exc.kind.value not in _SPOOLED_KINDS:
+                        raise  # the unit rolled back: nothing of the call is stored
+                    log.info("session %s: write failed (%s); spooling", self.session_id, exc)
+                else:
+                    tail.titled = True
+                    return
+            self._spool(store, tail, items, messages)
+
+    def _spool(
+        self,
+        store: StateStore,
+        tail: _Tail,
+        items: list[dict[str, Any]],
+        messages: list[dict[str, Any]],
+    ) -> None:
+        """The database did not take ``messages`` within the budget: the writer (one
+        more attempt, then the spool or, on a damaged file, the salvage file)."""
+        try:
+            # The writer tries the database once more, outside this call's checked unit:
+            # a session another door took meanwhile must not get the items.
+            self._check_owner(store, dataclasses.replace(self._policy, budget_s=0.0))
+        except SessionTakenError:
+            raise
+        except HermesRepoError:
+            pass  # the database is away: the spool is where the items go
+        writer = store.transcript_writer(self.key, write_budget_s=0.0, source=SOURCE)
+        result = writer.flush(messages)
+        if self._pending is not None and tail.spooled and not self._pending.exists():
+            tail.spooled.clear()
+        if result.rejections:  # checked before: only a codec the check did not know
+            reasons = "; ".join(f"item {r.index}: {r.reason}" for r in result.rejections)
+            raise IntegrityViolation(
+                f"{result.rejected} item(s) can never be stored ({reasons}); the other "
+                f"{len(items) - result.rejected} were saved and the refused ones kept in "
+                f"sessions/ beside the store; pass plain JSON values"
+            )
+        if result.unsaved:
+            # Neither the database nor the spool took them: a full or failing disk.
+            raise StorageFullError(
+                f"{result.unsaved} item(s) were not saved: {result.error}; nothing was "
+                "lost that was saved before, retry add_items"
+            )
+        if result.spooled and store.quarantined:
+            # Kept in the salvage file, which only `sessions recover` brings back:
+            # not returned as if they were pending, and the caller must know.
+            raise StateDbCorruptError(
+                f"the store's file is damaged and quarantined: {result.spooled} item(s) "
+                f"of session {self.session_id!r} were kept in the salvage file under "
+                f"sessions/ beside it ({result.error}); run hermes-repo doctor, then "
+                "hermes-repo sessions recover"
+            )
+        if result.spooled:
+            spooled = set(result.spooled_uids)
+            tail.spooled += [
+                item for item, m in zip(items, messages, strict=True) if m["uid"] in spooled
+            ]
+            log.warning(
+                "session %s: %d item(s) spooled (%s); they are replayed by the next call",
+                self.session_id,
+                result.spooled,
+                result.error,
+            )
 
     def _pop_item(self) -> Any | None:
-        with self._lock:
-            self._replay_spooled(required=True)
-            key = self.key
+        store, tail = self._ready()
+        key = self.key
 
-            def work(uow: UnitOfWork) -> dict[str, Any] | None:
-                # The session row locked first (FOR UPDATE on a server, where units run
-                # side by side under READ COMMITTED): two pops never take one item.
-                if uow.sessions.source_and_extra(key, lock=True) is None:
-                    return None
-                newest = uow.messages.list(key, last=1)
-                if not newest:
-                    return None
-                uow.messages.archive_active(key, reason=POP_REASON, uid=newest[0]["uid"])
-                uow.messages.recount(key)
-                return newest[0]
+        def work(uow: UnitOfWork) -> dict[str, Any] | None:
+            # The session row locked first (FOR UPDATE on a server, where units run
+            # side by side under READ COMMITTED): two pops never take one item.
+            if not self._owned(uow):
+                return None
+            newest = uow.messages.list(key, last=1)
+            if not newest:
+                return None
+            uow.messages.archive_active(key, reason=POP_REASON, uid=newest[0]["uid"])
+            uow.messages.recount(key)
+            return newest[0]
 
-            popped = self.store.write(work)
+        with tail.lock:
+            self._require_replayed(store, tail)
+            popped = store.write(work)
         return None if popped is None else message_to_item(popped)
 
     def _clear_session(self) -> None:
-        with self._lock:
-            self._replay_spooled(required=True)
-            key = self.key
+        store, tail = self._ready()
+        key = self.key
 
-            def work(uow: UnitOfWork) -> None:
-                uow.sessions.source_and_extra(key, lock=True)  # ordered with the pops
-                if uow.messages.archive_active(key, reason=CLEAR_REASON):
-                    uow.messages.recount(key)
+        def work(uow: UnitOfWork) -> None:
+            if self._owned(uow) and uow.messages.archive_active(key, reason=CLEAR_REASON):
+                uow.messages.recount(key)
 
-            self.store.write(work)
+        with tail.lock:
+            self._require_replayed(store, tail)
+            store.write(work)

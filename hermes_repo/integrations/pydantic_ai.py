@@ -32,8 +32,8 @@ try:
         RECORD_KEY,
         SOURCE,
         check_owner,
+        checked_rows,
         entry_from_row,
-        entry_row,
         record_from_json,
         record_json,
         session_id_for,
@@ -135,6 +135,8 @@ class HermesConversationStore(ConversationStore):
         whole (one query), and each session a fork's history runs into after it."""
         if head_id is None:
             return []
+        if isinstance(head_id, str) and "\x00" in head_id:
+            raise KeyError(head_id)  # never stored (see checked_rows), on any backend
         return await asyncio.to_thread(self._run_read_history, head_id, limit)
 
     # -- the work, in a worker thread ----------------------------------------------
@@ -171,7 +173,8 @@ class HermesConversationStore(ConversationStore):
     ) -> None:
         cid = record.conversation_id
         sid = session_id_for(cid)
-        rows = [entry_row(entry) for entry in new_entries]
+        # Every entry checked before the unit starts: a bad one refuses the save whole.
+        rows = checked_rows(new_entries, sid, server=not self.store.backend.is_file)
         new_ids = {entry.id for entry in new_entries}
         head = record.head_id
         stored_record = record_json(record)
@@ -227,6 +230,8 @@ class HermesConversationStore(ConversationStore):
         self.store.write(work)
 
     def _run_read_entry(self, entry_id: str) -> ConversationEntry:
+        if isinstance(entry_id, str) and "\x00" in entry_id:
+            raise KeyError(entry_id)  # never stored (see checked_rows), on any backend
         found = self.store.read(lambda conn: EntryRepository(conn).find([entry_id], source=SOURCE))
         rows = [row for _, row in found if ENTRY_KEY in row]
         if not rows:

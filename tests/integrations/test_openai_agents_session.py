@@ -212,14 +212,47 @@ async def test_any_session_id_gets_its_own_session_titled_with_it(store: StateSt
 
 
 @pytest.mark.usefixtures("backend")
-def test_a_session_of_another_door_is_refused_not_written(store: StateStore) -> None:
+async def test_a_session_of_another_door_is_refused_by_every_call_nothing_touched(
+    store: StateStore,
+) -> None:
     with store.unit_of_work() as uow:
         uow.sessions.create("cli", id="cli-chat")
         uow.commit()
     store.append_message("cli-chat", {"role": "user", "content": "mine"})
-    with pytest.raises(SessionTakenError, match="was written by 'cli'"):
-        HermesSession("cli-chat", store)
+    session = HermesSession("cli-chat", store)  # built: nothing read yet
+    for call in (
+        session.get_items(),
+        session.add_items([ITEMS[0]]),
+        session.pop_item(),
+        session.clear_session(),
+    ):
+        with pytest.raises(SessionTakenError, match="was written by 'cli'"):
+            await call
+    assert _ids_of_rows(store, "cli-chat") == [("user", True, None)]
     assert [m["content"] for m in store.load_conversation("cli-chat").messages] == ["mine"]
+
+
+@pytest.mark.usefixtures("backend")
+async def test_a_session_another_door_creates_after_the_object_was_built_is_refused(
+    store: StateStore,
+) -> None:
+    # The order that slipped through a check made at construction: built first (and
+    # even used while the session did not exist yet), taken by another door after.
+    session = HermesSession("late", store)
+    assert await session.get_items() == []
+    with store.unit_of_work() as uow:
+        uow.sessions.create("pydantic-ai", id="late")
+        uow.messages.append("late", {"role": "user", "content": "theirs"})
+        uow.commit()
+    for call in (
+        session.get_items(),
+        session.add_items([ITEMS[0]]),
+        session.pop_item(),
+        session.clear_session(),
+    ):
+        with pytest.raises(SessionTakenError, match="was written by 'pydantic-ai'"):
+            await call
+    assert _ids_of_rows(store, "late") == [("user", True, None)]
 
 
 async def test_a_locked_database_spools_the_items_and_the_session_still_has_them(
@@ -230,12 +263,12 @@ async def test_a_locked_database_spools_the_items_and_the_session_still_has_them
         await session.add_items([ITEMS[0]])
         with write_lock_held_by_another_process(home / "state.db", tmp_path):
             await session.add_items(ITEMS[1:3])  # locked past the budget: spooled
-            assert session._writer.pending_path.exists()
+            assert session._pending.exists()
             assert await session.get_items() == ITEMS[:3]
             assert await session.get_items(limit=2) == ITEMS[1:3]
         # The lock is gone: the next call replays the spool, exactly once.
         await session.add_items([ITEMS[3]])
-        assert not session._writer.pending_path.exists()
+        assert not session._pending.exists()
         assert await session.get_items() == ITEMS[:4]
         assert len(_ids_of_rows(store, "spooled")) == 4
 
@@ -502,11 +535,13 @@ async def test_items_returned_while_spooled_are_the_callers_to_change(
             assert await session.get_items() == [ITEMS[1]]
 
 
-def test_closing_every_session_object_forgets_the_shared_writer(store: StateStore) -> None:
-    # A gateway's per-request sessions must not pile up writers for ever.
-    before = len(openai_agents._doors)
+async def test_closing_every_session_object_forgets_the_shared_tail(store: StateStore) -> None:
+    # A gateway's per-request sessions must not pile up state for ever.
+    before = len(openai_agents._tails)
     sessions = [HermesSession("gateway", store) for _ in range(3)]
-    assert len(openai_agents._doors) == before + 1
+    for session in sessions:
+        await session.get_items()
+    assert len(openai_agents._tails) == before + 1
     for session in sessions:
         session.close()
-    assert len(openai_agents._doors) == before
+    assert len(openai_agents._tails) == before
