@@ -97,7 +97,7 @@ def test_sessions_show_escapes_title_content_and_tool_name(
         assert shown in result.stdout
     exact = json.loads(cli("--home", home, "sessions", "show", sid, "--json").stdout)
     assert exact["session"]["title"] == TITLE and exact["session"]["model"] == f"m{CLEAR}"
-    assert [m["content"] for m in exact["messages"]][0] == HOSTILE
+    assert exact["messages"][0]["content"] == HOSTILE
     assert exact["messages"][2]["tool_name"] == f"t{TITLE_SET}"
 
 
