@@ -109,7 +109,8 @@ def split_secrets(url: URL) -> tuple[URL, dict[str, str]]:
             secrets[key] = value[-1] if isinstance(value, tuple) else value
         else:
             query[key] = value
-    return url.set(password=None, query=query), secrets
+    # URL.set ignores None (it cannot take a value away): the tuple's own _replace can.
+    return url._replace(password=None).set(query=query), secrets
 
 
 def safe_url(url: URL) -> str:

@@ -15,7 +15,7 @@ TARGET is one of:
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -42,7 +42,8 @@ class CopyTarget:
     kind: Literal["sqlite", "postgresql"]
     display: str
     home: Path | None = None
-    url: str | None = None
+    # The URL as given, password included: handed to the open, never shown (not in repr).
+    url: str | None = field(default=None, repr=False)
 
 
 def parse_copy_target(target: str) -> CopyTarget:
