@@ -127,6 +127,9 @@ def test_error_and_hint_lines_escape_a_hostile_argument(cli: Cli, home: Path) ->
         assert result.code == 1
         _no_raw_controls(result)
         assert result.stderr.startswith("error: ")
+    usage = cli("--home", home, "sessions", "list", f"--bogus{TITLE_SET}")
+    assert usage.code == 2 and "--bogus\\x1b]0;pwned\\x07" in usage.stderr
+    _no_raw_controls(usage)
     searched = cli("--home", home, "search", f"nothing{CLEAR}here")
     assert searched.code == 0, searched.stderr
     _no_raw_controls(searched)
