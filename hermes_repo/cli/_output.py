@@ -41,6 +41,7 @@ __all__ = [
     "echo_json",
     "finite",
     "format_time",
+    "json_for_terminal",
     "log_line",
     "snippet_text",
     "stderr_console",
@@ -165,6 +166,12 @@ def _json_escape(match: re.Match[str]) -> str:
     return f"\\u{ord(match.group()):04x}"
 
 
+def json_for_terminal(json_text: str) -> str:
+    """JSON text with DEL, C1 and bidi controls written as ``\\u`` escapes: the same
+    JSON value, nothing a terminal would act on (C0 is escaped by JSON itself)."""
+    return _JSON_UNSAFE.sub(_json_escape, json_text)
+
+
 def echo_json(value: Any) -> None:
     """Print ``value`` as indented JSON on stdout; non-ASCII text (CJK) stays readable.
 
@@ -178,7 +185,7 @@ def echo_json(value: Any) -> None:
         text = json.dumps(value, ensure_ascii=False, indent=2, allow_nan=False)
     except ValueError:  # a stored NaN or infinity (old rows, raw SQL): not JSON
         text = json.dumps(finite(value), ensure_ascii=False, indent=2, allow_nan=False)
-    click.echo(_JSON_UNSAFE.sub(_json_escape, escape_surrogates(text)))
+    click.echo(json_for_terminal(escape_surrogates(text)))
 
 
 def snippet_text(snippet: str, *, color: bool) -> Text:

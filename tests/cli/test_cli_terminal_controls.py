@@ -116,6 +116,7 @@ def test_markdown_export_escapes_controls_and_jsonl_keeps_them(
     assert written.code == 0, written.stderr
     assert not any(ch in RAW for ch in out.read_text(encoding="utf-8"))
     jsonl = cli("--home", home, "sessions", "export", sid)
+    _no_raw_controls(jsonl)
     lines = [json.loads(line) for line in jsonl.stdout.splitlines()]
     assert lines[0]["content"] == HOSTILE
 
