@@ -17,14 +17,20 @@ Why the engine is built this way:
 * Transactions are the server's default ``READ COMMITTED``: the append's counters are an
   ``UPDATE ... SET n = n + k`` whose row lock serialises concurrent appends to a session.
 
-The password never appears in an error, a log line or a ``repr``: every message renders
-the URL with :func:`safe_url`.
+The password never appears in an error, a log line or a ``repr``, whichever way it was
+given: in the URL's userinfo, as a query parameter libpq reads (``?password=``,
+``?sslpassword=``, a whole ``?conninfo=`` string), in ``PGPASSWORD`` or in ``~/.pgpass``.
+Every message renders the URL with :func:`safe_url`, which masks all of them; the engine
+is built from the URL *without* its secrets (they travel in ``connect_args``), so even
+``repr(engine)`` and ``engine.url`` hold none; :func:`redact` is the last net for text the
+store did not compose (a driver's message), used by the CLI on every line it prints.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+import re
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -45,8 +51,10 @@ __all__ = [
     "create_pg_engine",
     "load_psycopg",
     "pg_driver",
+    "redact",
     "resolve_url",
     "safe_url",
+    "split_secrets",
 ]
 
 URL_ENV = "HERMES_REPO_URL"
@@ -55,9 +63,88 @@ ACCEPTED_FORM = "postgresql+psycopg://USER:PASSWORD@HOST:PORT/DATABASE"
 _DRIVERNAME = "postgresql+psycopg"
 
 
+#: libpq's connection parameters whose value is a secret, or may hold one (a whole
+#: connection string: psycopg hands ``conninfo``/``dsn`` to libpq as one).
+SECRET_PARAMS = frozenset({"password", "sslpassword", "conninfo", "dsn"})
+_MASK = "***"
+# ``password=...`` inside a connection string (quoted or not), and the userinfo password
+# of a URL inside a value (``postgresql://user:pw@host``).
+_CONNINFO_SECRET = re.compile(r"(?i)(\b(?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]*)")
+_USERINFO_SECRET = re.compile(r"(://[^:/@\s]*:)([^@\s]*)(@)")
+# Secrets seen by this process (URLs resolved, PGPASSWORD), for :func:`redact`. Shorter
+# ones are left out: masking every "pw" in a message would garble it for nothing.
+_KNOWN_SECRETS: set[str] = set()
+_MIN_REDACTED = 4
+
+
+def _is_secret(key: str) -> bool:
+    return key.lower() in SECRET_PARAMS or "password" in key.lower()
+
+
+def _mask_value(value: str) -> str:
+    masked = _CONNINFO_SECRET.sub(lambda m: m.group(1) + _MASK, value)
+    return _USERINFO_SECRET.sub(lambda m: m.group(1) + _MASK + m.group(3), masked)
+
+
+def _remember(secret: str | None) -> None:
+    if secret and len(secret) >= _MIN_REDACTED:
+        _KNOWN_SECRETS.add(secret)
+
+
+def split_secrets(url: URL) -> tuple[URL, dict[str, str]]:
+    """``url`` without any secret (userinfo password, secret query parameters), and the
+    secrets as psycopg connection keywords (``password``, ``sslpassword``...).
+
+    The engine is built from the first and gets the second as ``connect_args``: libpq
+    receives the same parameters, but the engine (its ``repr``, ``engine.url``, every
+    message rendering it) never holds a password.
+    """
+    secrets: dict[str, str] = {}
+    if url.password is not None:
+        secrets["password"] = str(url.password)
+    query: dict[str, str | tuple[str, ...]] = {}
+    for key, value in url.query.items():
+        if _is_secret(key):
+            # A repeated parameter: libpq keeps the last one given.
+            secrets[key] = value[-1] if isinstance(value, tuple) else value
+        else:
+            query[key] = value
+    # URL.set ignores None (it cannot take a value away): the tuple's own _replace can.
+    return url._replace(password=None).set(query=query), secrets
+
+
 def safe_url(url: URL) -> str:
-    """The URL as text with its password masked: the only form it is ever shown in."""
-    return url.render_as_string(hide_password=True)
+    """The URL as text with every secret masked: the only form it is ever shown in.
+
+    The userinfo password and each secret query parameter (``password``,
+    ``sslpassword``, ``conninfo``, ``dsn``, any ``*password*``) show as ``***``; a
+    ``password=`` inside any other parameter's value is masked too.
+    """
+    query: dict[str, str | tuple[str, ...]] = {}
+    for key, value in url.query.items():
+        if _is_secret(key):
+            query[key] = _MASK
+        elif isinstance(value, tuple):
+            query[key] = tuple(_mask_value(v) for v in value)
+        else:
+            query[key] = _mask_value(value)
+    text = url.set(query=query).render_as_string(hide_password=True)
+    # The query's "***" comes back percent-encoded; show it as the userinfo's is.
+    return text.replace("=%2A%2A%2A", f"={_MASK}")
+
+
+def redact(text: str) -> str:
+    """``text`` with every secret this process has seen replaced by ``***``.
+
+    The net under :func:`safe_url` for text the store did not compose itself (a
+    driver's or server's message): the CLI passes every error, warning and log line
+    through it. ``PGPASSWORD`` counts as seen.
+    """
+    _remember(os.environ.get("PGPASSWORD"))
+    for secret in sorted(_KNOWN_SECRETS, key=len, reverse=True):
+        if secret in text:
+            text = text.replace(secret, _MASK)
+    return text
 
 
 @dataclass(frozen=True)
@@ -115,6 +202,13 @@ def resolve_url(url: str | URL | None) -> PgTarget | None:
             f"{where} {shown!r} is not a supported store URL (only PostgreSQL through "
             f"psycopg 3 is: {ACCEPTED_FORM}); {fix}"
         )
+    _remember(None if parsed.password is None else str(parsed.password))
+    for key, value in parsed.query.items():
+        if _is_secret(key):
+            for one in value if isinstance(value, tuple) else (value,):
+                _remember(one)
+                for found in _CONNINFO_SECRET.finditer(one):
+                    _remember(found.group(2).strip("'"))
     if not parsed.database:
         raise ConfigurationError(
             f"{where} {safe_url(parsed)!r} names no database; give one of the form {ACCEPTED_FORM}"
@@ -147,6 +241,9 @@ def create_pg_engine(target: PgTarget, **engine_kwargs: Any) -> Engine:
     connect_args.setdefault("prepare_threshold", None)
     connect_args.setdefault("application_name", "hermes_repo")
     engine_kwargs.setdefault("pool_pre_ping", True)
-    engine = create_engine(target.url, connect_args=connect_args, **engine_kwargs)
+    # The secrets travel beside the URL, never in it: see split_secrets.
+    bare_url, secrets = split_secrets(target.url)
+    connect_args.update(secrets)
+    engine = create_engine(bare_url, connect_args=connect_args, **engine_kwargs)
     engine.info_driver = drv  # type: ignore[attr-defined]
     return engine

@@ -25,7 +25,7 @@ from .. import __version__
 from ..engine import select_driver
 from ..errors import HermesRepoError, translate
 from ._options import URL_HELP
-from ._output import CliError
+from ._output import CliError, terminal_text
 from ._state import CliState
 
 # Aliased so that `hermes_repo.cli.db` and `hermes_repo.cli.sessions` stay the modules.
@@ -105,6 +105,12 @@ class _HermesGroup(click.Group):
             raise click.exceptions.Exit(1) from None
         except _REPORTED_ERRORS as exc:
             raise CliError(_one_line_cause(exc)) from exc
+        except click.ClickException as exc:
+            # A usage error repeats the value it refuses, which may hold control
+            # characters (a session id pasted from stored text): shown escaped.
+            # (setattr: click types the attribute Final, yet show() reads it back.)
+            setattr(exc, "message", terminal_text(exc.message))  # noqa: B010
+            raise
         finally:
             state = ctx.obj
             if isinstance(state, CliState):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rich.text import Text
+from ._output import Text
 
 if TYPE_CHECKING:
     from rich.console import Console

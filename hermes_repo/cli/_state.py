@@ -11,6 +11,7 @@ import click
 from ..engine import db_path_for_home
 from ..engine_pg import PgTarget, resolve_url
 from ..store import StateStore
+from ._output import log_line, warning_line
 
 __all__ = ["CliState"]
 
@@ -34,8 +35,15 @@ class _DeferredWarnings(logging.Handler):
 
     def flush_to_stderr(self) -> None:
         for record in self.records:
-            click.echo(f"warning: {' '.join(record.getMessage().split())}", err=True)
+            click.echo(warning_line(record.getMessage()), err=True)
         self.records.clear()
+
+
+class _SafeFormatter(logging.Formatter):
+    """``-v`` log lines with control characters escaped and no password in them."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return log_line(super().format(record))
 
 
 class CliState:
@@ -51,7 +59,7 @@ class CliState:
         self._log_handler: logging.Handler
         if verbose:
             self._log_handler = logging.StreamHandler(sys.stderr)
-            self._log_handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+            self._log_handler.setFormatter(_SafeFormatter("%(levelname)s %(name)s: %(message)s"))
             self._log_handler.setLevel(logging.INFO)
         else:
             self._log_handler = _DeferredWarnings()

@@ -33,7 +33,7 @@ from ..store import StateStore
 from ..transfer.copy import DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE, copy_store
 from ..transfer.copy_target import CopyTarget, parse_copy_target
 from ._options import json_option
-from ._output import CliError, echo_json, stderr_console
+from ._output import CliError, echo, echo_json, stderr_console
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -88,9 +88,9 @@ def upgrade(state: CliState) -> None:
     if server is not None:
         was, now = upgrade_server(server)
         if was.status == "at-head":
-            click.echo(f"{was.location} is already at head {was.head}; nothing to migrate")
+            echo(f"{was.location} is already at head {was.head}; nothing to migrate")
         else:
-            click.echo(f"upgraded {was.location}: {was.revision or 'empty'} -> {now.revision}")
+            echo(f"upgraded {was.location}: {was.revision or 'empty'} -> {now.revision}")
         return
     path = state.db_path
     with schema_engine(path) as engine:
@@ -99,21 +99,21 @@ def upgrade(state: CliState) -> None:
         if rev.status == "at-head":
             # Nothing will change: a snapshot here would only push older automatic
             # snapshots out of their retention.
-            click.echo(f"{path} is already at head {rev.head}; nothing to migrate")
+            echo(f"{path} is already at head {rev.head}; nothing to migrate")
             return
         if rev.status != "empty":
             _restore_point(engine, path, rev)
         migrate.upgrade(engine)
         after = read_revision(engine, path)
-    click.echo(f"upgraded {path}: {rev.revision or 'empty'} -> {after.revision}")
+    echo(f"upgraded {path}: {rev.revision or 'empty'} -> {after.revision}")
 
 
 def _restore_point(engine: Engine, path: Path, rev: SchemaRevision) -> None:
     """Take the restore point before a migration and say what and where it is."""
-    point = restore_point(engine, path, unverified=lambda why: click.echo(f"no snapshot: {why}"))
+    point = restore_point(engine, path, unverified=lambda why: echo(f"no snapshot: {why}"))
     snap = point.snapshot
     if snap is None:
-        click.echo(f"backup: {point.backup}")
+        echo(f"backup: {point.backup}")
         return
     restore = f"hermes-repo --home {shlex.quote(str(path.parent))} snapshot restore {snap.id}"
     # Restore accepts only a snapshot at the running code's head: one taken behind head
@@ -121,7 +121,7 @@ def _restore_point(engine: Engine, path: Path, rev: SchemaRevision) -> None:
     by = (
         "" if rev.status == "at-head" else f", run by the hermes_repo whose head is {snap.revision}"
     )
-    click.echo(
+    echo(
         f"snapshot: {snap.id} (label pre-upgrade, revision {snap.revision}); undo with "
         f"`{restore}`{by}"
     )
@@ -147,19 +147,19 @@ def current(state: CliState, as_json: bool) -> None:
             echo_json(at.as_dict())
             return
         for name, value in at.as_dict().items():
-            click.echo(f"{name + ':':<9} {value or '-'}")
+            echo(f"{name + ':':<9} {value or '-'}")
         return
     found = describe_revision(state.db_path)
     if as_json:
         echo_json(found.as_dict())
         return
     rev = found.revision
-    click.echo(f"path:     {rev.path}")
-    click.echo(f"revision: {rev.revision or '-'}")
-    click.echo(f"head:     {rev.head}")
-    click.echo(f"status:   {rev.status}")
+    echo(f"path:     {rev.path}")
+    echo(f"revision: {rev.revision or '-'}")
+    echo(f"head:     {rev.head}")
+    echo(f"status:   {rev.status}")
     if found.driver is not None and found.journal_mode is not None:
-        click.echo(f"sqlite:   {_driver_line(found.driver, found.journal_mode)}")
+        echo(f"sqlite:   {_driver_line(found.driver, found.journal_mode)}")
 
 
 @db.command("check")
@@ -189,11 +189,11 @@ def check(state: CliState) -> None:
         where, head = str(state.db_path), rev.head
         fix = "restore a backup or recover the store into a new file with the migrations"
     if drift is not None:
-        click.echo(drift)
+        echo(drift)
         raise CliError(
             f"the schema of {where} differs from the models (drift printed above); {fix}"
         )
-    click.echo(f"{where}: schema at head {head}, no drift")
+    echo(f"{where}: schema at head {head}, no drift")
 
 
 @db.command("replace")
@@ -221,13 +221,13 @@ def replace(state: CliState, new_db: Path, as_json: bool) -> None:
     if as_json:
         echo_json(result.as_dict())
         return
-    click.echo(
+    echo(
         f"installed {result.new} as {result.path} (integrity_check {result.integrity}, "
         f"revision {result.revision}; {result.counts.get('sessions', 0)} sessions, "
         f"{result.counts.get('messages', 0)} messages)"
     )
     if result.aside:
-        click.echo(f"the old files are kept aside: {', '.join(result.aside)}")
+        echo(f"the old files are kept aside: {', '.join(result.aside)}")
 
 
 class _CopyBar:
@@ -336,17 +336,17 @@ def copy(state: CliState, to: str, batch_size: int, as_json: bool) -> None:
         echo_json(report.as_dict())
         return
     figures = report.checksums
-    click.echo(f"copied {report.source} -> {report.target} in {report.seconds:.1f} s")
+    echo(f"copied {report.source} -> {report.target} in {report.seconds:.1f} s")
     for name, tally in (
         ("sessions", report.sessions),
         ("messages", report.messages),
         ("state_meta", report.state_meta),
     ):
-        click.echo(
+        echo(
             f"  {name}: {tally.inserted} new, {tally.updated} updated, "
             f"{tally.unchanged} already there"
         )
-    click.echo(
+    echo(
         f"verified: {figures['sessions']['count']} sessions, "
         f"{figures['messages']['count']} messages (max id {figures['messages']['max_id']}), "
         f"{figures['state_meta']['count']} state_meta rows on both sides"

@@ -16,12 +16,11 @@ from typing import TYPE_CHECKING
 import click
 from rich import box
 from rich.table import Table
-from rich.text import Text
 
 from ..ops.doctor import DoctorReport, diagnose, diagnose_server
 from ..ops.repair import RepairReport, RepairStoreHeldError, repair_store
 from ._findings import print_findings, repair_failure_line
-from ._output import CliError, echo_json, stdout_console
+from ._output import CliError, Text, echo_json, stdout_console
 
 if TYPE_CHECKING:
     from . import CliState

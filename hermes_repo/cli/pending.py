@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 import click
 from rich import box
 from rich.table import Table
-from rich.text import Text
 
 from .. import hints
 from ..engine import default_home
@@ -24,7 +23,7 @@ from ..store import StateStore
 from ..transcript import spool
 from ._numbers import BUDGET_S
 from ._options import json_option, session_option
-from ._output import CliError, echo_json, format_time, stdout_console
+from ._output import CliError, Text, echo_json, format_time, stdout_console
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -19,7 +19,6 @@ from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
-from rich.text import Text
 
 from ..engine import DB_NAME
 from ..ops.sqlite_only import refuse_on_server
@@ -32,7 +31,7 @@ from ..salvage import (
     inspect,
     salvage,
 )
-from ._output import CliError, echo_json, stderr_console, stdout_console
+from ._output import CliError, Text, echo_json, stderr_console, stdout_console
 
 if TYPE_CHECKING:
     from . import CliState

@@ -8,12 +8,11 @@ from typing import TYPE_CHECKING
 import click
 from rich import box
 from rich.table import Table
-from rich.text import Text
 
 from ..models import ROLES
 from ..repositories.search_paging import SearchPage
 from ._options import include_inactive_option, json_option, limit_option, session_option
-from ._output import echo_json, format_time, snippet_text, stdout_console
+from ._output import Text, echo_json, format_time, snippet_text, stdout_console
 
 if TYPE_CHECKING:
     from ._state import CliState

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 import click
 from rich import box
 from rich.table import Table
-from rich.text import Text
 
 from ..codec import scrub
 from ..ops.repair import RepairReport, repair_store
@@ -28,7 +27,7 @@ from ..ops.transcript_check import (
 from ..transfer import content_text
 from ._findings import print_findings, repair_failure_line
 from ._options import include_inactive_option, json_option, limit_option
-from ._output import CliError, echo_json, format_time, stdout_console
+from ._output import CliError, Text, echo_json, format_time, stdout_console
 
 if TYPE_CHECKING:
     from ._state import CliState
@@ -51,7 +50,7 @@ def _tool_calls_text(message: dict[str, Any]) -> str:
 
 def _field(name: str, value: str) -> Text:
     # Text, not markup: titles and ids are user data and may contain [brackets].
-    return Text.assemble((f"{name}: ", "bold"), value)
+    return Text().append(f"{name}: ", "bold").append(value)
 
 
 def _preview(message: dict[str, Any]) -> str:

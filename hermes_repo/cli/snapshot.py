@@ -19,7 +19,7 @@ from ..ops import snapshots as ops
 from ..ops.sqlite_only import refuse_on_server
 from ..schema import migrate
 from ._numbers import KEEP
-from ._output import CliError, echo_json, format_time
+from ._output import CliError, echo, echo_json, format_time
 
 if TYPE_CHECKING:
     from . import CliState
@@ -102,8 +102,8 @@ def create(state: CliState, label: str | None, keep: int, as_json: bool) -> None
     if as_json:
         echo_json(snap.as_dict())
         return
-    click.echo(f"snapshot {snap.id}: {_counts_text(snap.counts)}, revision {snap.revision}")
-    click.echo(f"  file: {snap.path} ({_size_text(snap.size)}, sha256 {snap.sha256})")
+    echo(f"snapshot {snap.id}: {_counts_text(snap.counts)}, revision {snap.revision}")
+    echo(f"  file: {snap.path} ({_size_text(snap.size)}, sha256 {snap.sha256})")
 
 
 @snapshot.command("list")
@@ -132,22 +132,20 @@ def list_command(state: CliState, as_json: bool) -> None:
         # Plain echo: rich would fold the line at the terminal width, mid-command.
         folder = ops.snapshots_dir(state.home)
         create = hints.command(state.db_path.parent, "snapshot create")
-        click.echo(f"no snapshots in {folder}; take one with `{create}`")
+        echo(f"no snapshots in {folder}; take one with `{create}`")
         return
     # Two plain lines a snapshot rather than a table: a table folds the ids (which
     # people copy into `snapshot restore`) or drops columns on a narrow terminal.
     head = migrate.head_revision()
-    click.echo(f"{len(snaps)} snapshot(s) in {ops.snapshots_dir(state.home)}, newest first")
+    echo(f"{len(snaps)} snapshot(s) in {ops.snapshots_dir(state.home)}, newest first")
     for s in snaps:
         if not s.ok:
-            click.echo(f"{s.id}  DAMAGED: {s.error} (cannot be restored)")
+            echo(f"{s.id}  DAMAGED: {s.error} (cannot be restored)")
             continue
         label = f"  {s.label}" if s.label else ""
-        click.echo(f"{s.id}  {format_time(_epoch(s.created_at))}  {s.origin}{label}")
+        echo(f"{s.id}  {format_time(_epoch(s.created_at))}  {s.origin}{label}")
         note = "" if s.revision == head else f" (not this code's head {head}: cannot be restored)"
-        click.echo(
-            f"    revision {s.revision}{note}, {_counts_text(s.counts)}, {_size_text(s.size)}"
-        )
+        echo(f"    revision {s.revision}{note}, {_counts_text(s.counts)}, {_size_text(s.size)}")
 
 
 @snapshot.command("restore")
@@ -194,8 +192,8 @@ def restore(state: CliState, snapshot_id: str, yes: bool, as_json: bool) -> None
     if as_json:
         echo_json(result.as_dict())
         return
-    click.echo(
+    echo(
         f"restored snapshot {result.snapshot.id} into {result.db_path}: "
         f"{_counts_text(result.counts)}"
     )
-    click.echo(f"  previous store: {result.previous}")
+    echo(f"  previous store: {result.previous}")

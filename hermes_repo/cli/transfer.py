@@ -24,7 +24,7 @@ from ..transfer import (
     write_export,
 )
 from ._options import json_option
-from ._output import CliError, echo_json, stderr_console
+from ._output import CliError, echo, echo_json, json_for_terminal, stderr_console
 
 if TYPE_CHECKING:
     from ._state import CliState
@@ -158,7 +158,7 @@ def import_command(
         if as_json:
             echo_json(hermes.as_dict())
         else:
-            click.echo(_hermes_summary(hermes))
+            echo(_hermes_summary(hermes))
         return
     if dry_run:
         raise CliError(
@@ -169,7 +169,7 @@ def import_command(
     if as_json:
         echo_json(report.as_dict())
         return
-    click.echo(
+    echo(
         f"imported {file}: {report.sessions} session(s) "
         f"({report.sessions_created} new, {report.sessions_reused} existing), "
         f"{report.messages_inserted} message(s) added, "
@@ -218,7 +218,9 @@ def export_command(state: CliState, session_id: str, fmt: str, output: Path | No
     export = read_export(state.store, session_id, fmt)
     if output is None:
         for chunk in export.chunks():
-            sys.stdout.write(chunk)
+            # JSONL to a terminal: C1 and bidi controls as \u escapes, the same JSON;
+            # Markdown is escaped already (a file written with -o is left exact).
+            sys.stdout.write(json_for_terminal(chunk))
         return
     write_export(export, output, home=home)
-    click.echo(f"exported {len(export.messages)} message(s) of {session_id} to {output}", err=True)
+    echo(f"exported {len(export.messages)} message(s) of {session_id} to {output}", err=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from sqlalchemy.engine import URL
 
-from ..engine_pg import PgTarget, resolve_url
+from ..engine_pg import PgTarget, resolve_url, split_secrets
 from ..errors import NotOnThisBackendError
 
 __all__ = [
@@ -37,7 +37,8 @@ _DUMP = "hermes.dump"
 def libpq_url(target: PgTarget) -> str:
     """The database as ``pg_dump``/``psql`` take it, without its password (they read
     ``PGPASSWORD`` or ``~/.pgpass``)."""
-    given = target.url
+    # A password given as a query parameter stays out of the command too.
+    given, _secrets = split_secrets(target.url)
     url = URL.create(
         "postgresql",
         username=given.username,

@@ -15,7 +15,7 @@ TARGET is one of:
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -23,6 +23,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from ..engine import DB_NAME
+from ..engine_pg import safe_url
 from ..errors import ConfigurationError
 
 __all__ = ["CopyTarget", "parse_copy_target"]
@@ -41,7 +42,8 @@ class CopyTarget:
     kind: Literal["sqlite", "postgresql"]
     display: str
     home: Path | None = None
-    url: str | None = None
+    # The URL as given, password included: handed to the open, never shown (not in repr).
+    url: str | None = field(default=None, repr=False)
 
 
 def parse_copy_target(target: str) -> CopyTarget:
@@ -63,9 +65,10 @@ def parse_copy_target(target: str) -> CopyTarget:
         return CopyTarget("sqlite", display=str(home), home=home)
     try:
         url = make_url(target)
-    except ArgumentError as exc:
-        raise ConfigurationError(f"the copy target is not a valid URL; {_FORMS}") from exc
-    shown = url.render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):  # ValueError: a port that is not a number
+        # Not chained: the parser's message repeats the whole text, password included.
+        raise ConfigurationError(f"the copy target is not a valid URL; {_FORMS}") from None
+    shown = safe_url(url)
     if url.drivername in _PG_SCHEMES:
         if not url.database:
             raise ConfigurationError(
@@ -74,7 +77,7 @@ def parse_copy_target(target: str) -> CopyTarget:
         url = url.set(drivername="postgresql+psycopg")
         return CopyTarget(
             "postgresql",
-            display=url.render_as_string(hide_password=True),
+            display=safe_url(url),
             url=url.render_as_string(hide_password=False),
         )
     if url.get_backend_name() == "postgresql":

@@ -7,6 +7,8 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..controls import escape_controls
+
 if TYPE_CHECKING:
     from .catalog import SessionInfo
 
@@ -90,8 +92,12 @@ def _markdown_content(content: Any) -> str:
 def render_markdown(info: SessionInfo, messages: Sequence[dict[str, Any]]) -> str:
     """A readable transcript: a title, the session's details, one heading per message.
 
-    Text is returned as stored (a lone surrogate included): scrub it before writing it
-    where only valid Unicode goes (see :func:`hermes_repo.codec.scrub`).
+    Text is returned as stored (a lone surrogate included: scrub it before writing it
+    where only valid Unicode goes, see :func:`hermes_repo.codec.scrub`), except for
+    control characters: a transcript is read in a terminal or rendered, so each one
+    (terminal escape sequences, C1 controls, bidi overrides) is written as its escape,
+    ``\\x1b`` or ``\\u202e`` (:func:`hermes_repo.controls.escape_controls`); line breaks
+    and tabs stay. The JSONL export keeps the text exact.
     """
     out = [f"# {info.title or info.id}", ""]
     details = [f"- Session: `{info.id}`", f"- Source: {info.source}"]
@@ -129,4 +135,4 @@ def render_markdown(info: SessionInfo, messages: Sequence[dict[str, Any]]) -> st
             except (TypeError, ValueError):
                 args = str(args)
             out += [f"**Tool call** `{fn.get('name', '?')}`", "", _fence(args, "json"), ""]
-    return "\n".join(out).rstrip() + "\n"
+    return escape_controls("\n".join(out).rstrip() + "\n")
