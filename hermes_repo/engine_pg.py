@@ -14,6 +14,8 @@ Why the engine is built this way:
   hand each transaction another server connection: server-side prepared statements are
   off (``prepare_threshold=None``) and nothing is ``SET`` at session level; a unit that
   needs a timeout sets it with ``SET LOCAL`` inside its own transaction.
+* ``client_encoding=utf8`` in the startup packet: a conversation holds any Unicode text,
+  and ``PGCLIENTENCODING=LATIN1`` in the environment must not make it unencodable.
 * Transactions are the server's default ``READ COMMITTED``: the append's counters are an
   ``UPDATE ... SET n = n + k`` whose row lock serialises concurrent appends to a session.
 
@@ -146,6 +148,9 @@ def create_pg_engine(target: PgTarget, **engine_kwargs: Any) -> Engine:
     # transaction-mode pooler the next transaction may run on another one.
     connect_args.setdefault("prepare_threshold", None)
     connect_args.setdefault("application_name", "hermes_repo")
+    # Text goes both ways as UTF8 whatever PGCLIENTENCODING says: a startup-packet
+    # parameter (PgBouncer passes it on), which wins over the environment's.
+    connect_args["client_encoding"] = "utf8"
     engine_kwargs.setdefault("pool_pre_ping", True)
     engine = create_engine(target.url, connect_args=connect_args, **engine_kwargs)
     engine.info_driver = drv  # type: ignore[attr-defined]

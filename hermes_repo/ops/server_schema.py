@@ -18,7 +18,8 @@ from sqlalchemy.pool import NullPool
 
 from ..engine_pg import PgTarget, create_pg_engine, safe_url
 from ..errors import SchemaMismatchError, translate
-from ..schema import migrate
+from ..retry import STORE_WRITE_BUDGET_S
+from ..schema import migrate, server
 
 __all__ = ["ServerRevision", "check_server", "server_revision", "upgrade_server"]
 
@@ -68,15 +69,22 @@ def upgrade_server(target: PgTarget) -> tuple[ServerRevision, ServerRevision]:
     """Bring the database to head; the revision before and after. A database that is
     not a hermes_repo store, or is newer than this code, is refused."""
     with _engine(target) as engine:
+        with engine.connect() as conn:
+            server.check_encoding(conn, safe_url(target.url))
         before = _revision(engine, target)
-        if before.status in ("foreign", "unversioned", "damaged", "ahead"):
-            raise SchemaMismatchError(
-                f"{before.location} is {before.status} (revision {before.revision or '-'}, "
-                f"head {before.head}); it is not a database this code may migrate. Point "
-                "--url / HERMES_REPO_URL at an empty database or a hermes_repo store"
-            )
         if before.status != "at-head":
-            migrate.upgrade(engine)
+            # Another host may be migrating right now: decide under its lock.
+            with server.migration_lock(engine, wait_s=STORE_WRITE_BUDGET_S) as conn:
+                status = migrate.schema_status(conn)
+                if status.status in ("foreign", "unversioned", "damaged", "ahead"):
+                    raise SchemaMismatchError(
+                        f"{before.location} is {status.status} (revision "
+                        f"{status.revision or '-'}, head {status.head}); it is not a "
+                        "database this code may migrate. Point --url / HERMES_REPO_URL at "
+                        "an empty database or a hermes_repo store"
+                    )
+                if status.status != "at-head":
+                    migrate.upgrade_in(conn)
         return before, _revision(engine, target)
 
 

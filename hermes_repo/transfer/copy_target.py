@@ -65,6 +65,12 @@ def parse_copy_target(target: str) -> CopyTarget:
         url = make_url(target)
     except ArgumentError as exc:
         raise ConfigurationError(f"the copy target is not a valid URL; {_FORMS}") from exc
+    except ValueError:
+        # make_url's int() of the port: not chained, its text may repeat the URL.
+        raise ConfigurationError(
+            f"the copy target is not a valid URL (its port must be a number from 1 to "
+            f"65535); {_FORMS}"
+        ) from None
     shown = url.render_as_string(hide_password=True)
     if url.drivername in _PG_SCHEMES:
         if not url.database:

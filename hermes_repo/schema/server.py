@@ -1,0 +1,89 @@
+"""What a PostgreSQL database must be before a store opens on it, and the migration lock.
+
+* **UTF8 only.** A conversation holds any Unicode text. A ``SQL_ASCII`` database stores
+  bytes unchecked (psycopg then hands back ``bytes`` where text belongs) and a
+  ``LATIN1`` one cannot hold most of Unicode; either ends in a driver traceback halfway
+  through some later write. They are refused at open with the encoding found and the
+  fix. The client side is forced to UTF8 by the engine (``client_encoding`` in the
+  startup packet, which overrides ``PGCLIENTENCODING`` and which PgBouncer passes
+  through), so this check only fires for a client encoding set some other way.
+* **One migration at a time.** Several hosts opening a fresh database at once would
+  each run the migrations; the losers met a duplicate ``alembic_version`` or, reading
+  the schema halfway through the winner's commit, took it for a damaged store. The
+  migration runs holding a transaction-level advisory lock (released by its own COMMIT
+  or ROLLBACK, so safe behind a transaction-mode pooler), and whoever gets the lock
+  reads the schema's status again before deciding anything: a loser finds the
+  winner's schema at head and opens it. One key for the whole database, not one per
+  schema: two stores in two schemas install the same extensions, which must not race
+  either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import Engine, text
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
+
+from ..engine import WRITE_OPTION
+from ..errors import ConfigurationError, DatabaseBusyError, pg_sqlstate
+
+__all__ = ["MIGRATION_LOCK_KEY", "check_encoding", "migration_lock"]
+
+#: Hashed by the server (``hashtext``) into the advisory lock's key.
+MIGRATION_LOCK_KEY = "hermes_repo.migrate"
+
+_UTF8 = "UTF8"
+_LOCK_NOT_AVAILABLE = "55P03"
+
+
+def check_encoding(conn: Connection, where: str) -> None:
+    """Refuse a database, or a client connection, whose encoding is not UTF8."""
+    server, client = conn.execute(
+        text("SELECT current_setting('server_encoding'), current_setting('client_encoding')")
+    ).one()
+    if str(server).upper() != _UTF8:
+        raise ConfigurationError(
+            f"{where} is a database of encoding {server}; a store needs UTF8 (every "
+            "Unicode character of a conversation must round-trip). Create the database "
+            "with CREATE DATABASE name ENCODING 'UTF8' TEMPLATE template0 (LC_COLLATE and "
+            "LC_CTYPE 'C' or a UTF-8 locale) and point the URL at it"
+        )
+    if str(client).upper() != _UTF8:
+        raise ConfigurationError(
+            f"{where}: the connection's client encoding is {client}, not UTF8; remove "
+            "client_encoding from PGOPTIONS or the role's and database's settings "
+            "(ALTER ROLE / ALTER DATABASE ... RESET client_encoding)"
+        )
+
+
+@contextmanager
+def migration_lock(engine: Engine, *, wait_s: float) -> Iterator[Connection]:
+    """A connection in a transaction holding the database's migration lock.
+
+    Waits at most ``wait_s`` for another host's migration to commit (``lock_timeout``:
+    past it the server raises 55P03, a transient error the caller's retry budget
+    handles). The transaction commits when the block ends normally, rolls back when it
+    raises; either releases the lock.
+    """
+    # At least 1 ms: lock_timeout 0 means "wait for ever".
+    timeout_ms = max(1, int(wait_s * 1000))
+    with engine.execution_options(**{WRITE_OPTION: True}).connect() as conn, conn.begin():
+        conn.execute(text("SELECT set_config('lock_timeout', :t, true)"), {"t": f"{timeout_ms}ms"})
+        try:
+            conn.execute(
+                text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": MIGRATION_LOCK_KEY}
+            )
+        except DBAPIError as exc:
+            if pg_sqlstate(exc) != _LOCK_NOT_AVAILABLE:
+                raise
+            raise DatabaseBusyError(
+                f"another process has been migrating this database's schema for the whole "
+                f"{wait_s:g} s budget (it holds the advisory lock {MIGRATION_LOCK_KEY!r}; "
+                "pg_stat_activity shows it); let it finish and open again, or raise "
+                "write_budget_s",
+                elapsed_s=wait_s,
+            ) from exc
+        yield conn
