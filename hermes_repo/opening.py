@@ -128,7 +128,7 @@ def ensure_schema(database: Database, *, upgrade: bool) -> None:
     try:
         with engine.connect() as conn:
             if not on_file:
-                server.check_encoding(conn, where)
+                server.check_database(conn, where)
             schema = migrate.schema_status(conn)
     except DBAPIError as exc:
         raise database.failure(exc, action=f"opening {where}").error from exc

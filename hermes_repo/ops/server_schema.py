@@ -70,7 +70,7 @@ def upgrade_server(target: PgTarget) -> tuple[ServerRevision, ServerRevision]:
     not a hermes_repo store, or is newer than this code, is refused."""
     with _engine(target) as engine:
         with engine.connect() as conn:
-            server.check_encoding(conn, safe_url(target.url))
+            server.check_database(conn, safe_url(target.url))
         before = _revision(engine, target)
         if before.status != "at-head":
             # Another host may be migrating right now: decide under its lock.

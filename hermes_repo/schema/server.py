@@ -7,6 +7,10 @@
   fix. The client side is forced to UTF8 by the engine (``client_encoding`` in the
   startup packet, which overrides ``PGCLIENTENCODING`` and which PgBouncer passes
   through), so this check only fires for a client encoding set some other way.
+* **One schema, the configured one.** A store lives in the first schema its search_path
+  names (``?hermes_schema=NAME``, ``options=-csearch_path=NAME`` or the role's
+  setting). When that schema does not exist the server silently works in the next one,
+  perhaps another store's: refused at open instead.
 * **One migration at a time.** Several hosts opening a fresh database at once would
   each run the migrations; the losers met a duplicate ``alembic_version`` or, reading
   the schema halfway through the winner's commit, took it for a damaged store. The
@@ -30,7 +34,7 @@ from sqlalchemy.exc import DBAPIError
 from ..engine import WRITE_OPTION
 from ..errors import ConfigurationError, DatabaseBusyError, pg_sqlstate
 
-__all__ = ["MIGRATION_LOCK_KEY", "check_encoding", "migration_lock"]
+__all__ = ["MIGRATION_LOCK_KEY", "check_database", "configured_schema", "migration_lock"]
 
 #: Hashed by the server (``hashtext``) into the advisory lock's key.
 MIGRATION_LOCK_KEY = "hermes_repo.migrate"
@@ -39,10 +43,14 @@ _UTF8 = "UTF8"
 _LOCK_NOT_AVAILABLE = "55P03"
 
 
-def check_encoding(conn: Connection, where: str) -> None:
-    """Refuse a database, or a client connection, whose encoding is not UTF8."""
-    server, client = conn.execute(
-        text("SELECT current_setting('server_encoding'), current_setting('client_encoding')")
+def check_database(conn: Connection, where: str) -> None:
+    """Refuse a database, or a client connection, whose encoding is not UTF8, and a
+    connection whose first configured schema is not the one it works in."""
+    server, client, current, path, user = conn.execute(
+        text(
+            "SELECT current_setting('server_encoding'), current_setting('client_encoding'), "
+            "current_schema(), current_setting('search_path'), current_user"
+        )
     ).one()
     if str(server).upper() != _UTF8:
         raise ConfigurationError(
@@ -57,6 +65,37 @@ def check_encoding(conn: Connection, where: str) -> None:
             "client_encoding from PGOPTIONS or the role's and database's settings "
             "(ALTER ROLE / ALTER DATABASE ... RESET client_encoding)"
         )
+    expected = configured_schema(str(path), current, str(user))
+    if expected is not None and current == expected:
+        return
+    if expected is None:
+        raise ConfigurationError(
+            f"{where}: no schema of the search_path ({path}) exists, so the store has no "
+            "schema to live in; create one (CREATE SCHEMA name) and name it with "
+            "?hermes_schema=name in the URL"
+        )
+    # The search_path names a schema that does not exist: the server would quietly
+    # use the next one, which may hold another store's tables.
+    raise ConfigurationError(
+        f"{where}: the store's schema {expected} does not exist (search_path {path}), "
+        f"and the store never falls back to another schema's tables; create it (CREATE "
+        f"SCHEMA {expected}) or correct the schema named in the URL"
+    )
+
+
+def configured_schema(path: str, current: str | None, user: str) -> str | None:
+    """The schema a ``search_path`` names first (``"$user"`` counts when it exists,
+    which is when it is ``current``); None when it names none."""
+    for entry in (e.strip() for e in path.split(",")):
+        if not entry:
+            continue
+        name = entry[1:-1].replace('""', '"') if entry.startswith('"') else entry.lower()
+        if name == "$user":
+            if current == user:
+                return user
+            continue
+        return name
+    return None
 
 
 @contextmanager
