@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from sqlalchemy.engine import URL
 
-from ..engine_pg import PgTarget, resolve_url
+from ..engine_pg import SCHEMA_PARAM, PgTarget, resolve_url
 from ..errors import NotOnThisBackendError
 
 __all__ = [
@@ -38,13 +38,21 @@ def libpq_url(target: PgTarget) -> str:
     """The database as ``pg_dump``/``psql`` take it, without its password (they read
     ``PGPASSWORD`` or ``~/.pgpass``)."""
     given = target.url
+    query = dict(given.query)
+    schema = target.schema
+    if schema is not None:
+        # libpq knows no hermes_schema: the same search_path as a startup option.
+        del query[SCHEMA_PARAM]
+        options = query.get("options", "")
+        options = options if isinstance(options, str) else " ".join(options)
+        query["options"] = f"{options} -csearch_path={schema}".strip()
     url = URL.create(
         "postgresql",
         username=given.username,
         host=given.host,
         port=given.port,
         database=given.database,
-        query=given.query,
+        query=query,
     )
     return url.render_as_string(hide_password=False)
 

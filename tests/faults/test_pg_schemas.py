@@ -10,6 +10,8 @@ schema of the search_path, maybe another store's.
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +19,8 @@ import pytest
 from psycopg import sql
 
 from hermes_repo import ConfigurationError, StateStore
+from hermes_repo.engine_pg import resolve_url
+from hermes_repo.ops.sqlite_only import libpq_url
 from hermes_repo.schema import migrate
 from tests.support.pg import PgServer, RawPg
 
@@ -152,3 +156,24 @@ def test_missing_extensions_are_installed_once_in_public_for_every_schema(
     with StateStore.open(tmp_path / "b", url=_in(empty_db, "tenant_b")) as b:
         _write(b, "s-b", "still searchable")
         assert [h.session_id for h in b.search("searchable")] == ["s-b"]
+
+
+def test_the_psql_commands_the_store_hands_out_reach_its_schema(
+    empty_db: str, tmp_path: Path
+) -> None:
+    url = _in(empty_db, "tenant_a")
+    with StateStore.open(tmp_path / "a", url=url) as a:
+        _write(a, "s-a", "one row in tenant_a")
+    target = resolve_url(url)
+    assert target is not None
+    shown = libpq_url(target)
+    assert "hermes_schema" not in shown  # libpq would refuse an unknown parameter
+    psql = shutil.which("psql") or pytest.skip("psql is not installed")
+    out = subprocess.run(
+        [psql, shown, "-Atc", "SELECT current_schema(), count(*) FROM messages"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    assert out.strip() == "tenant_a|1"
