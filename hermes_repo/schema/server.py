@@ -41,17 +41,21 @@ MIGRATION_LOCK_KEY = "hermes_repo.migrate"
 
 _UTF8 = "UTF8"
 _LOCK_NOT_AVAILABLE = "55P03"
+# One round trip at open: the encodings, the schema the connection works in, what its
+# search_path says, and the schemas the store's table names resolve to.
+_FACTS_SQL = (
+    "SELECT current_setting('server_encoding'), current_setting('client_encoding'), "
+    "current_schema(), current_setting('search_path'), current_user, "
+    "ARRAY(SELECT DISTINCT n.nspname FROM unnest(ARRAY['alembic_version', 'sessions', "
+    "'messages', 'state_meta']) AS t(name) JOIN pg_class c ON c.oid = to_regclass(t.name) "
+    "JOIN pg_namespace n ON n.oid = c.relnamespace)"
+)
 
 
 def check_database(conn: Connection, where: str) -> None:
     """Refuse a database, or a client connection, whose encoding is not UTF8, and a
     connection whose first configured schema is not the one it works in."""
-    server, client, current, path, user = conn.execute(
-        text(
-            "SELECT current_setting('server_encoding'), current_setting('client_encoding'), "
-            "current_schema(), current_setting('search_path'), current_user"
-        )
-    ).one()
+    server, client, current, path, user, found = conn.execute(text(_FACTS_SQL)).one()
     if str(server).upper() != _UTF8:
         raise ConfigurationError(
             f"{where} is a database of encoding {server}; a store needs UTF8 (every "
@@ -67,6 +71,16 @@ def check_database(conn: Connection, where: str) -> None:
         )
     expected = configured_schema(str(path), current, str(user))
     if expected is not None and current == expected:
+        elsewhere = sorted({str(name) for name in found or ()} - {current})
+        if elsewhere:
+            # Unqualified names would reach another schema's store tables, which this
+            # schema lacks: a migration or a write would mix the two stores.
+            raise ConfigurationError(
+                f"{where}: the store's schema {current} lacks store tables that its "
+                f"search_path ({path}) finds in schema {', '.join(elsewhere)}, another "
+                f"store's; the store never uses another schema's tables: give it a "
+                f"search_path of its own schema alone (?hermes_schema={current})"
+            )
         return
     if expected is None:
         raise ConfigurationError(

@@ -118,6 +118,24 @@ def test_a_schema_that_does_not_exist_is_refused_not_replaced_by_the_next_one(
     assert _tables(empty_db) == before
 
 
+def test_a_search_path_reaching_another_stores_tables_is_refused(
+    empty_db: str, tmp_path: Path
+) -> None:
+    with StateStore.open(tmp_path / "public", url=empty_db) as public:
+        _write(public, "s-public", "the public store")
+    before = _tables(empty_db)
+    # tenant_a exists but is empty: its unqualified table names reach public's store.
+    with pytest.raises(ConfigurationError) as caught:
+        StateStore.open(tmp_path / "a", url=f"{empty_db}?options=-csearch_path%3Dtenant_a,public")
+    message = str(caught.value)
+    assert "lacks store tables" in message and "in schema public" in message
+    assert "hermes_schema=tenant_a" in message
+    assert _tables(empty_db) == before
+    # Named alone, the same schema becomes a store of its own.
+    with StateStore.open(tmp_path / "a", url=_in(empty_db, "tenant_a")) as a:
+        assert a.list_sessions() == []
+
+
 @pytest.mark.parametrize("schema", ["Tenant_A", "a-b", "x;drop", "1abc", "x" * 64])
 def test_a_schema_name_that_is_not_a_plain_name_is_refused(
     empty_db: str, tmp_path: Path, schema: str
