@@ -55,6 +55,9 @@ def _engine(target: PgTarget) -> Iterator[Engine]:
 
 def _revision(engine: Engine, target: PgTarget) -> ServerRevision:
     with engine.connect() as conn:
+        # A revision read through a missing schema or a wrong encoding would describe
+        # some other state than the store's: refused the way an open refuses.
+        server.check_database(conn, safe_url(target.url))
         status = migrate.schema_status(conn)
     return ServerRevision(safe_url(target.url), status.revision, status.head, status.status)
 
@@ -69,8 +72,6 @@ def upgrade_server(target: PgTarget) -> tuple[ServerRevision, ServerRevision]:
     """Bring the database to head; the revision before and after. A database that is
     not a hermes_repo store, or is newer than this code, is refused."""
     with _engine(target) as engine:
-        with engine.connect() as conn:
-            server.check_database(conn, safe_url(target.url))
         before = _revision(engine, target)
         if before.status != "at-head":
             # Another host may be migrating right now: decide under its lock.
