@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from hermes_repo import DatabaseBusyError, StateStore
 from hermes_repo.schema import migrate
+from hermes_repo.schema.server import MIGRATION_LOCK_KEY
 from tests.support.pg import PgServer, RawPg
 from tests.support.processes import reaped
 
@@ -79,3 +81,22 @@ def test_four_hosts_opening_a_fresh_database_at_once_all_open_after_one_migratio
         raw.close()
     assert versions == [(migrate.head_revision(),)]
     assert sessions == (HOSTS.count("open"),)
+
+
+def test_an_open_waiting_on_another_hosts_migration_past_its_budget_says_so(
+    empty_url: str, tmp_path: Path
+) -> None:
+    # Another host holds the migration lock (as during a long upgrade): the open waits
+    # its budget, then names that cause; once the lock is released it opens normally.
+    holder = RawPg(empty_url)
+    try:
+        holder.execute("SELECT pg_advisory_lock(hashtext(?))", (MIGRATION_LOCK_KEY,))
+        with pytest.raises(DatabaseBusyError) as caught:
+            StateStore.open(tmp_path / "home", url=empty_url, write_budget_s=0.3)
+        message = str(caught.value)
+        assert "another process has been migrating" in message
+        assert "restore" not in message and caught.value.elapsed_s is not None
+        holder.execute("SELECT pg_advisory_unlock(hashtext(?))", (MIGRATION_LOCK_KEY,))
+        StateStore.open(tmp_path / "home", url=empty_url).close()
+    finally:
+        holder.close()
