@@ -217,6 +217,13 @@ _PG_REFUSALS: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (re.compile(r"no pg_hba\.conf entry"), "the server admits no such login", _LOGIN_FIX),
     (re.compile(r"not permitted to log in"), "the user may not log in", _LOGIN_FIX),
     (
+        re.compile(r"unsupported startup parameter"),
+        "a pooler between the store and the server refuses a startup option",
+        "leave hermes_schema / options out of the URL and set the role's search_path "
+        "(ALTER ROLE name SET search_path = schema), or list the option in the pooler's "
+        "ignore_startup_parameters",
+    ),
+    (
         re.compile(r'invalid port number|invalid integer value "[^"]*" for [^"]*"port"'),
         "the port in the URL is not a port",
         _PORT_FIX,

@@ -106,7 +106,10 @@ def open_server(
         home, engine, drv, guard, write_budget_s=write_budget_s, location=safe_url(target.url)
     )
     try:
-        run_with_retry(lambda: ensure_schema(database, upgrade=upgrade), database.write_policy)
+        run_with_retry(
+            lambda: ensure_schema(database, upgrade=upgrade, pg_schema=target.schema),
+            database.write_policy,
+        )
     except DatabaseBusyError as exc:
         engine.dispose()
         # The driver's text names host and port only; the caller needs to know which
@@ -121,14 +124,16 @@ def open_server(
     return database
 
 
-def ensure_schema(database: Database, *, upgrade: bool) -> None:
+def ensure_schema(database: Database, *, upgrade: bool, pg_schema: str | None = None) -> None:
+    """Bring the schema to head or refuse; on a server, first check the database
+    (encoding, the store's schema: ``pg_schema``, the one the URL names, if any)."""
     engine = database.engine
     where = database.location
     on_file = database.backend.is_file
     try:
         with engine.connect() as conn:
             if not on_file:
-                server.check_database(conn, where)
+                server.check_database(conn, where, schema=pg_schema)
             schema = migrate.schema_status(conn)
     except DBAPIError as exc:
         raise database.failure(exc, action=f"opening {where}").error from exc

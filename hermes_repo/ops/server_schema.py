@@ -57,7 +57,7 @@ def _revision(engine: Engine, target: PgTarget) -> ServerRevision:
     with engine.connect() as conn:
         # A revision read through a missing schema or a wrong encoding would describe
         # some other state than the store's: refused the way an open refuses.
-        server.check_database(conn, safe_url(target.url))
+        server.check_database(conn, safe_url(target.url), schema=target.schema)
         status = migrate.schema_status(conn)
     return ServerRevision(safe_url(target.url), status.revision, status.head, status.status)
 

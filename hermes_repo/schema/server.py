@@ -52,9 +52,10 @@ _FACTS_SQL = (
 )
 
 
-def check_database(conn: Connection, where: str) -> None:
+def check_database(conn: Connection, where: str, *, schema: str | None = None) -> None:
     """Refuse a database, or a client connection, whose encoding is not UTF8, and a
-    connection whose first configured schema is not the one it works in."""
+    connection whose first configured schema (``schema``: the one the URL asked for) is
+    not the one it works in."""
     server, client, current, path, user, found = conn.execute(text(_FACTS_SQL)).one()
     if str(server).upper() != _UTF8:
         raise ConfigurationError(
@@ -70,6 +71,16 @@ def check_database(conn: Connection, where: str) -> None:
             "(ALTER ROLE / ALTER DATABASE ... RESET client_encoding)"
         )
     expected = configured_schema(str(path), current, str(user))
+    if schema is not None and expected != schema:
+        # hermes_schema went out as a startup option and did not arrive: a pooler in
+        # between drops it (PgBouncer's ignore_startup_parameters).
+        raise ConfigurationError(
+            f"{where}: the store's schema is {schema} but the connection's search_path "
+            f"is {path}: something between the store and the server dropped the startup "
+            f"option (a pooler's ignore_startup_parameters); set it for the role instead "
+            f"(ALTER ROLE {user} SET search_path = {schema}) and leave hermes_schema in "
+            "the URL, it is checked at every open"
+        )
     if expected is not None and current == expected:
         elsewhere = sorted({str(name) for name in found or ()} - {current})
         if elsewhere:

@@ -17,11 +17,13 @@ from pathlib import Path
 
 import pytest
 from psycopg import sql
+from sqlalchemy.pool import NullPool
 
 from hermes_repo import ConfigurationError, StateStore
-from hermes_repo.engine_pg import resolve_url
+from hermes_repo.engine_pg import create_pg_engine, resolve_url
 from hermes_repo.ops.sqlite_only import libpq_url
 from hermes_repo.schema import migrate
+from hermes_repo.schema.server import check_database
 from tests.support.pg import PgServer, RawPg
 
 
@@ -195,3 +197,21 @@ def test_the_psql_commands_the_store_hands_out_reach_its_schema(
         timeout=60,
     ).stdout
     assert out.strip() == "tenant_a|1"
+
+
+def test_a_schema_option_dropped_on_the_way_is_refused_naming_the_role_setting(
+    empty_db: str,
+) -> None:
+    # What a pooler that drops startup options leaves: a connection asked for tenant_a
+    # working in the default search_path. Checked on a connection made without it.
+    target = resolve_url(empty_db)
+    assert target is not None
+    engine = create_pg_engine(target, poolclass=NullPool)
+    try:
+        with engine.connect() as conn, pytest.raises(ConfigurationError) as caught:
+            check_database(conn, "the store", schema="tenant_a")
+    finally:
+        engine.dispose()
+    message = str(caught.value)
+    assert "dropped the startup option" in message
+    assert "SET search_path = tenant_a" in message

@@ -39,6 +39,10 @@ FAILED = 'connection failed: connection to server at "10.0.0.5", port 5432 faile
             ErrorKind.CONFIG,
         ),
         (
+            psycopg.OperationalError(FAILED + "FATAL:  unsupported startup parameter: options"),
+            ErrorKind.CONFIG,  # PgBouncer refusing hermes_schema's search_path option
+        ),
+        (
             psycopg.OperationalError(
                 "failed to resolve host 'db.example': [Errno -3] Temporary failure in name "
                 "resolution"
