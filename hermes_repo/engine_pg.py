@@ -14,6 +14,12 @@ Why the engine is built this way:
   hand each transaction another server connection: server-side prepared statements are
   off (``prepare_threshold=None``) and nothing is ``SET`` at session level; a unit that
   needs a timeout sets it with ``SET LOCAL`` inside its own transaction.
+* ``client_encoding=utf8`` in the startup packet: a conversation holds any Unicode text,
+  and ``PGCLIENTENCODING=LATIN1`` in the environment must not make it unencodable.
+* ``?hermes_schema=NAME`` puts the store in a schema of its own: it becomes
+  ``-c search_path=NAME`` in the startup packet (the driver never sees the parameter).
+  Behind a pooler that drops startup options, set the role's search_path instead
+  (``ALTER ROLE ... SET search_path = NAME``); the open checks the schema either way.
 * Transactions are the server's default ``READ COMMITTED``: the append's counters are an
   ``UPDATE ... SET n = n + k`` whose row lock serialises concurrent appends to a session.
 
@@ -45,6 +51,7 @@ from .errors import ConfigurationError
 
 __all__ = [
     "ACCEPTED_FORM",
+    "SCHEMA_PARAM",
     "SQLITE_FILE",
     "URL_ENV",
     "PgTarget",
@@ -61,6 +68,10 @@ URL_ENV = "HERMES_REPO_URL"
 SQLITE_FILE = "sqlite"
 ACCEPTED_FORM = "postgresql+psycopg://USER:PASSWORD@HOST:PORT/DATABASE"
 _DRIVERNAME = "postgresql+psycopg"
+#: The URL query parameter naming the schema a store lives in (see :class:`PgTarget`).
+SCHEMA_PARAM = "hermes_schema"
+# Unquoted in search_path and SQL alike: lower case, so no folding can change it.
+_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 
 #: libpq's connection parameters whose value is a secret, or may hold one (a whole
@@ -156,6 +167,21 @@ class PgTarget:
     def __repr__(self) -> str:
         return f"PgTarget({safe_url(self.url)!r})"
 
+    @property
+    def schema(self) -> str | None:
+        """The schema the store lives in (``?hermes_schema=NAME``), None: the database's
+        search_path decides (``public`` by default)."""
+        given = self.url.query.get(SCHEMA_PARAM)
+        if given is None:
+            return None
+        if not isinstance(given, str) or not _SCHEMA_NAME.fullmatch(given):
+            raise ConfigurationError(
+                f"{SCHEMA_PARAM} in {safe_url(self.url)!r} must be one schema name of "
+                "lower-case letters, digits and _ (not starting with a digit, at most 63 "
+                f"characters), e.g. ?{SCHEMA_PARAM}=tenant_a"
+            )
+        return given
+
     def __str__(self) -> str:
         return safe_url(self.url)
 
@@ -240,9 +266,22 @@ def create_pg_engine(target: PgTarget, **engine_kwargs: Any) -> Engine:
     # transaction-mode pooler the next transaction may run on another one.
     connect_args.setdefault("prepare_threshold", None)
     connect_args.setdefault("application_name", "hermes_repo")
+    # Text goes both ways as UTF8 whatever PGCLIENTENCODING says: a startup-packet
+    # parameter (PgBouncer passes it on), which wins over the environment's.
+    connect_args["client_encoding"] = "utf8"
+    url = target.url
+    schema = target.schema
+    if schema is not None:
+        # The driver knows no hermes_schema: it becomes the search_path of every
+        # connection, set in the startup packet (no SET, nothing left in a pooled
+        # server session), appended to any options the URL itself gives.
+        url = url.difference_update_query([SCHEMA_PARAM])
+        given = connect_args.get("options", url.query.get("options", ""))
+        given = given if isinstance(given, str) else " ".join(given)
+        connect_args["options"] = f"{given} -c search_path={schema}".strip()
     engine_kwargs.setdefault("pool_pre_ping", True)
     # The secrets travel beside the URL, never in it: see split_secrets.
-    bare_url, secrets = split_secrets(target.url)
+    bare_url, secrets = split_secrets(url)
     connect_args.update(secrets)
     engine = create_engine(bare_url, connect_args=connect_args, **engine_kwargs)
     engine.info_driver = drv  # type: ignore[attr-defined]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import enum
 import errno
+import re
 
 from sqlalchemy import exc as sa_exc
 
@@ -29,6 +30,7 @@ __all__ = [
     "QueryTimeoutError",
     "SchemaMismatchError",
     "SearchQueryError",
+    "ServerConfigError",
     "SessionTakenError",
     "StateDbCorruptError",
     "StorageFullError",
@@ -38,6 +40,7 @@ __all__ = [
     "WriteFailedError",
     "classify",
     "is_server_error",
+    "pg_refusal",
     "pg_sqlstate",
     "sqlite_code",
     "transient_cause",
@@ -136,6 +139,16 @@ class QueryTimeoutError(WriteFailedError):
         super().__init__(message, ErrorKind.TIMEOUT)
 
 
+class ServerConfigError(WriteFailedError, ConfigurationError):
+    """The PostgreSQL server refused the store for a reason waiting cannot fix: the
+    database, role, schema or host does not exist, the password is wrong, the port is
+    not a port. Never retried: raised at once by an open, and a transcript flush that
+    meets it spools at once (the message names the cause and the fix)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, ErrorKind.CONFIG)
+
+
 class StateDbCorruptError(WriteFailedError):
     """The database file itself is damaged; the store is quarantined for this process."""
 
@@ -164,6 +177,7 @@ class ErrorKind(enum.Enum):
     # The database file or its -wal was removed, renamed or replaced under the open store:
     # not retried (the path no longer names the store's file), spooled, never salvage.
     REPLACED = "replaced"
+    CONFIG = "config"  # the server refused the store as configured (unknown database...)
     OTHER = "other"
 
 
@@ -193,6 +207,64 @@ _PG_TRANSIENT = frozenset({"40001", "40P01", "55P03", "57P01", "57P02", "57P03",
 # The server's disk or memory is exhausted: like SQLITE_FULL, the transcript spools.
 _PG_RESOURCE = frozenset({"53100", "53200"})
 _PG_QUERY_CANCELED = "57014"
+# The server refused the store as configured: unknown database (3D000), bad credentials
+# or no pg_hba.conf entry (28P01, 28000), unknown schema (3F000). Waiting cannot help.
+_PG_CONFIG = frozenset({"3D000", "28P01", "28000", "3F000"})
+
+# A refusal at connect time reaches psycopg as libpq's text, without a SQLSTATE: the
+# server's FATAL (in the server's lc_messages; another language than English is not
+# recognised here and stays an outage, as before), or libpq's own complaint about the
+# connection parameters. Each pattern maps to a cause and its fix.
+_DATABASE_FIX = (
+    "correct the database name in the URL, or create it (CREATE DATABASE name ENCODING 'UTF8')"
+)
+_LOGIN_FIX = (
+    "check the user name and password in the URL (or PGPASSWORD / ~/.pgpass) and that the "
+    "server's pg_hba.conf admits this user from this host"
+)
+_PORT_FIX = "give the server's port, a number from 1 to 65535, in the URL"
+_HOST_FIX = "correct the host name in the URL (the resolver does not know it)"
+_SCHEMA_FIX = "create the schema (CREATE SCHEMA name) or correct the schema named in the URL"
+_PG_REFUSALS: tuple[tuple[re.Pattern[str], str, str], ...] = (
+    (re.compile(r'database "[^"]*" does not exist'), "the database does not exist", _DATABASE_FIX),
+    (re.compile(r'role "[^"]*" does not exist'), "the user (role) does not exist", _LOGIN_FIX),
+    (
+        re.compile(r"password authentication failed|no password supplied|auth\w* failed"),
+        "the server refused the password",
+        _LOGIN_FIX,
+    ),
+    (re.compile(r"no pg_hba\.conf entry"), "the server admits no such login", _LOGIN_FIX),
+    (re.compile(r"not permitted to log in"), "the user may not log in", _LOGIN_FIX),
+    (
+        re.compile(r"unsupported startup parameter"),
+        "a pooler between the store and the server refuses a startup option",
+        "leave hermes_schema / options out of the URL and set the role's search_path "
+        "(ALTER ROLE name SET search_path = schema), or list the option in the pooler's "
+        "ignore_startup_parameters",
+    ),
+    (
+        re.compile(r'invalid port number|invalid integer value "[^"]*" for [^"]*"port"'),
+        "the port in the URL is not a port",
+        _PORT_FIX,
+    ),
+    # A name the resolver does not know (EAI_NONAME) is a typo until someone changes
+    # DNS: permanent. A resolver that cannot answer now ("Temporary failure in name
+    # resolution", EAI_AGAIN) is an outage like a refused connection: transient.
+    (
+        re.compile(
+            r"(could not translate host name|failed to resolve host).*"
+            r"(name or service not known|nodename nor servname|no address associated)"
+        ),
+        "the host name is unknown",
+        _HOST_FIX,
+    ),
+)
+_PG_CONFIG_WORDS = {
+    "3D000": ("the database does not exist", _DATABASE_FIX),
+    "28P01": ("the server refused the password", _LOGIN_FIX),
+    "28000": ("the server refused this login", _LOGIN_FIX),
+    "3F000": ("the schema does not exist", _SCHEMA_FIX),
+}
 _PG_UNREACHABLE = "unreachable (the server refused or dropped the connection)"
 
 
@@ -221,8 +293,27 @@ def _pg_lost_connection(err: BaseException, orig: BaseException) -> bool:
     return any(c.__name__ == "OperationalError" for c in type(orig).__mro__)
 
 
+def pg_refusal(err: BaseException) -> tuple[str, str] | None:
+    """``(cause, fix)`` when the server (or libpq) refused the store as configured: an
+    unknown database, role, schema or host, a wrong password, a port that is not one.
+    None for anything else (a refused connection, a lost one, a busy server)."""
+    orig = _dbapi_error(err)
+    if not _is_pg_error(orig):
+        return None
+    state = pg_sqlstate(orig)
+    if state is not None:
+        return _PG_CONFIG_WORDS.get(state)
+    text = str(orig).lower()
+    for pattern, cause, fix in _PG_REFUSALS:
+        if pattern.search(text):
+            return cause, fix
+    return None
+
+
 def _pg_kind(err: BaseException, orig: BaseException) -> ErrorKind:
     state = pg_sqlstate(orig)
+    if state in _PG_CONFIG or (state is None and pg_refusal(orig) is not None):
+        return ErrorKind.CONFIG
     if state is None:
         return ErrorKind.TRANSIENT if _pg_lost_connection(err, orig) else ErrorKind.OTHER
     if state in _PG_TRANSIENT or state.startswith("08"):
@@ -395,6 +486,9 @@ def translate(err: BaseException, *, action: str = "write") -> HermesRepoError:
             else transient_fix(cause)
         )
         return DatabaseBusyError(f"{action} failed: the database is {cause} ({what}); {fix}")
+    if kind is ErrorKind.CONFIG:
+        cause, fix = pg_refusal(err) or ("the server refused the store", _LOGIN_FIX)
+        return ServerConfigError(f"{action} failed: {cause} ({what}); {fix}")
     if kind is ErrorKind.TIMEOUT:
         return QueryTimeoutError(
             f"{action} failed: the server cancelled a statement that ran past its "

@@ -28,7 +28,7 @@ from .errors import (
 )
 from .holders import HolderLock, StoreHeldError
 from .retry import run_with_retry
-from .schema import fts, migrate
+from .schema import fts, migrate, server
 from .schema.fts_rebuild import RebuildOutcome, guarded_rebuild
 
 __all__ = [
@@ -106,7 +106,10 @@ def open_server(
         home, engine, drv, guard, write_budget_s=write_budget_s, location=safe_url(target.url)
     )
     try:
-        run_with_retry(lambda: ensure_schema(database, upgrade=upgrade), database.write_policy)
+        run_with_retry(
+            lambda: ensure_schema(database, upgrade=upgrade, pg_schema=target.schema),
+            database.write_policy,
+        )
     except DatabaseBusyError as exc:
         engine.dispose()
         # The driver's text names host and port only; the caller needs to know which
@@ -121,21 +124,46 @@ def open_server(
     return database
 
 
-def ensure_schema(database: Database, *, upgrade: bool) -> None:
-    engine, db_path = database.engine, database.path
+def ensure_schema(database: Database, *, upgrade: bool, pg_schema: str | None = None) -> None:
+    """Bring the schema to head or refuse; on a server, first check the database
+    (encoding, the store's schema: ``pg_schema``, the one the URL names, if any)."""
+    engine = database.engine
     where = database.location
     on_file = database.backend.is_file
     try:
         with engine.connect() as conn:
+            if not on_file:
+                server.check_database(conn, where, schema=pg_schema)
             schema = migrate.schema_status(conn)
     except DBAPIError as exc:
         raise database.failure(exc, action=f"opening {where}").error from exc
-    current, head = schema.revision, schema.head
     if schema.status == "at-head":
         return
-    if schema.status == "empty":
-        migrate.upgrade(engine)
+    if on_file:
+        if _must_migrate(database, schema, upgrade=upgrade):
+            migrate.upgrade(engine)
         return
+    # Another host may be migrating this database right now, and what was read above
+    # may be its half-committed work: decide again holding the migration lock, which
+    # that host holds until its migration committed.
+    try:
+        with server.migration_lock(engine, wait_s=database.write_policy.budget_s) as conn:
+            schema = migrate.schema_status(conn)
+            if _must_migrate(database, schema, upgrade=upgrade):
+                migrate.upgrade_in(conn)
+    except DBAPIError as exc:
+        raise database.failure(exc, action=f"migrating {where}").error from exc
+
+
+def _must_migrate(database: Database, schema: migrate.SchemaStatus, *, upgrade: bool) -> bool:
+    """True when the migrations must run; False at head; else the refusal, raised."""
+    db_path, where = database.path, database.location
+    on_file = database.backend.is_file
+    current, head = schema.revision, schema.head
+    if schema.status == "at-head":
+        return False
+    if schema.status == "empty":
+        return True
     if schema.status in ("damaged", "unversioned") and on_file:
         raise SchemaMismatchError(migrate.damaged_schema_fix(db_path, schema))
     if schema.status in ("damaged", "unversioned"):
@@ -170,4 +198,4 @@ def ensure_schema(database: Database, *, upgrade: bool) -> None:
             f"{where} is at schema revision {current}, behind this code (head {head}); "
             f"run {command}"
         )
-    migrate.upgrade(engine)
+    return True

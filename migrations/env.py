@@ -9,6 +9,11 @@ Three ways in, one engine setup:
   the ini;
 * otherwise ``$HERMES_HOME/state.db`` (default ``~/.hermes/state.db``).
 
+On PostgreSQL the migration holds the database's migration advisory lock
+(``hermes_repo.schema.server``) for its transaction: the store's own paths take it
+before they pass their connection in, and a migration run by ``alembic`` itself takes
+it here.
+
 Migrations run in one real transaction (``transactional_ddl``): on SQLite the engine's
 begin hook emits ``BEGIN IMMEDIATE``; PostgreSQL's DDL is transactional. A failing
 revision leaves no half-applied schema behind.
@@ -20,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from alembic import context
-from sqlalchemy import make_url
+from sqlalchemy import make_url, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.pool import NullPool
 
@@ -28,6 +33,7 @@ from hermes_repo.engine import WRITE_OPTION, create_store_engine, db_path_for_ho
 from hermes_repo.engine_pg import PgTarget, create_pg_engine, resolve_url
 from hermes_repo.models import Base
 from hermes_repo.schema.fts import DERIVED_NAMES
+from hermes_repo.schema.server import MIGRATION_LOCK_KEY
 
 config = context.config
 target_metadata = Base.metadata
@@ -110,6 +116,14 @@ def run_migrations_online() -> None:
         with engine.execution_options(**{WRITE_OPTION: True}).connect() as connection:
             _configure(connection)
             with context.begin_transaction():
+                if isinstance(target, PgTarget):
+                    # The lock StateStore.open and `hermes-repo db upgrade` take: a host
+                    # opening the store meanwhile waits for this migration, and this one
+                    # reads the revision only once it holds the lock.
+                    connection.execute(
+                        text("SELECT pg_advisory_xact_lock(hashtext(:k))"),
+                        {"k": MIGRATION_LOCK_KEY},
+                    )
                 context.run_migrations()
     finally:
         engine.dispose()

@@ -18,7 +18,8 @@ from sqlalchemy.pool import NullPool
 
 from ..engine_pg import PgTarget, create_pg_engine, safe_url
 from ..errors import SchemaMismatchError, translate
-from ..schema import migrate
+from ..retry import STORE_WRITE_BUDGET_S
+from ..schema import migrate, server
 
 __all__ = ["ServerRevision", "check_server", "server_revision", "upgrade_server"]
 
@@ -54,6 +55,9 @@ def _engine(target: PgTarget) -> Iterator[Engine]:
 
 def _revision(engine: Engine, target: PgTarget) -> ServerRevision:
     with engine.connect() as conn:
+        # A revision read through a missing schema or a wrong encoding would describe
+        # some other state than the store's: refused the way an open refuses.
+        server.check_database(conn, safe_url(target.url), schema=target.schema)
         status = migrate.schema_status(conn)
     return ServerRevision(safe_url(target.url), status.revision, status.head, status.status)
 
@@ -69,14 +73,19 @@ def upgrade_server(target: PgTarget) -> tuple[ServerRevision, ServerRevision]:
     not a hermes_repo store, or is newer than this code, is refused."""
     with _engine(target) as engine:
         before = _revision(engine, target)
-        if before.status in ("foreign", "unversioned", "damaged", "ahead"):
-            raise SchemaMismatchError(
-                f"{before.location} is {before.status} (revision {before.revision or '-'}, "
-                f"head {before.head}); it is not a database this code may migrate. Point "
-                "--url / HERMES_REPO_URL at an empty database or a hermes_repo store"
-            )
         if before.status != "at-head":
-            migrate.upgrade(engine)
+            # Another host may be migrating right now: decide under its lock.
+            with server.migration_lock(engine, wait_s=STORE_WRITE_BUDGET_S) as conn:
+                status = migrate.schema_status(conn)
+                if status.status in ("foreign", "unversioned", "damaged", "ahead"):
+                    raise SchemaMismatchError(
+                        f"{before.location} is {status.status} (revision "
+                        f"{status.revision or '-'}, head {status.head}); it is not a "
+                        "database this code may migrate. Point --url / HERMES_REPO_URL at "
+                        "an empty database or a hermes_repo store"
+                    )
+                if status.status != "at-head":
+                    migrate.upgrade_in(conn)
         return before, _revision(engine, target)
 
 

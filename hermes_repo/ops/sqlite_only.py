@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from sqlalchemy.engine import URL
 
-from ..engine_pg import PgTarget, resolve_url, split_secrets
+from ..engine_pg import SCHEMA_PARAM, PgTarget, resolve_url, split_secrets
 from ..errors import NotOnThisBackendError
 
 __all__ = [
@@ -39,13 +39,21 @@ def libpq_url(target: PgTarget) -> str:
     ``PGPASSWORD`` or ``~/.pgpass``)."""
     # A password given as a query parameter stays out of the command too.
     given, _secrets = split_secrets(target.url)
+    query = dict(given.query)
+    schema = target.schema
+    if schema is not None:
+        # libpq knows no hermes_schema: the same search_path as a startup option.
+        del query[SCHEMA_PARAM]
+        options = query.get("options", "")
+        options = options if isinstance(options, str) else " ".join(options)
+        query["options"] = f"{options} -csearch_path={schema}".strip()
     url = URL.create(
         "postgresql",
         username=given.username,
         host=given.host,
         port=given.port,
         database=given.database,
-        query=given.query,
+        query=query,
     )
     return url.render_as_string(hide_password=False)
 

@@ -35,6 +35,7 @@ __all__ = [
     "missing_tables",
     "schema_status",
     "upgrade",
+    "upgrade_in",
 ]
 
 
@@ -184,6 +185,12 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
     """Upgrade the store in one transaction (a failing revision leaves nothing behind)."""
     with engine.execution_options(**{WRITE_OPTION: True}).connect() as conn:
         command.upgrade(alembic_config(conn), revision)
+
+
+def upgrade_in(connection: Connection, revision: str = "head") -> None:
+    """Upgrade within ``connection``'s open transaction, which the caller commits (the
+    PostgreSQL migration lock is held by that transaction)."""
+    command.upgrade(alembic_config(connection), revision)
 
 
 def downgrade(engine: Engine, revision: str) -> None:

@@ -27,6 +27,9 @@ an insert; text beyond the cap is found by the ``LIKE`` scan of the long rows.
 
 from __future__ import annotations
 
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
 from .fts.projection import CJK_RANGES, TRIGRAM_CAP
 
 __all__ = [
@@ -37,6 +40,8 @@ __all__ = [
     "DERIVED_NAMES",
     "DROP_STATEMENTS",
     "EXTENSIONS",
+    "EXTENSION_HOME_SQL",
+    "EXTENSION_SCHEMA_SQL",
     "LONG_ROWS_INDEX",
     "PUNCTUATION",
     "TRGM_INDEX",
@@ -44,7 +49,10 @@ __all__ = [
     "VECTOR_INDEX",
     "capped_text",
     "cjk_row_condition",
+    "extension_schemas",
+    "in_extension",
     "long_row_condition",
+    "render",
     "search_text",
     "sql_literal",
     "to_words",
@@ -122,18 +130,64 @@ def _vector() -> str:
     return f"{text} || {tool}"
 
 
+def in_extension(extension: str, name: str) -> str:
+    """``name`` (a dictionary, an operator class) of ``extension``, qualified by a mark
+    that :func:`render` replaces with the schema the extension is installed in."""
+    return f"EXT_SCHEMA({extension}).{name}"
+
+
+# Templates: the extensions' objects are named through in_extension (a store in a
+# schema of its own must find them wherever the database has them installed); the
+# rest is created in the store's schema, the first of its search_path.
 CREATE_STATEMENTS: tuple[str, ...] = (
-    *(f"CREATE EXTENSION IF NOT EXISTS {e}" for e in EXTENSIONS),
     f"CREATE TEXT SEARCH CONFIGURATION {CONFIG} (COPY = simple)",
     f"ALTER TEXT SEARCH CONFIGURATION {CONFIG} ALTER MAPPING FOR {_ACCENTED_TOKENS}"
-    " WITH unaccent, simple",
+    f" WITH {in_extension('unaccent', 'unaccent')}, simple",
     f"ALTER TABLE messages ADD COLUMN {VECTOR_COLUMN} tsvector"
     f" GENERATED ALWAYS AS ({_vector()}) STORED",
     f"CREATE INDEX {VECTOR_INDEX} ON messages USING gin ({VECTOR_COLUMN})",
-    f"CREATE INDEX {TRGM_INDEX} ON messages USING gin (({capped_text('')}) gin_trgm_ops)"
-    f" WHERE {trigram_row_filter('')}",
+    f"CREATE INDEX {TRGM_INDEX} ON messages USING gin (({capped_text('')})"
+    f" {in_extension('pg_trgm', 'gin_trgm_ops')}) WHERE {trigram_row_filter('')}",
     f"CREATE INDEX {LONG_ROWS_INDEX} ON messages (id) WHERE {long_row_condition('')}",
 )
+
+#: Where an extension is installed, or None.
+EXTENSION_SCHEMA_SQL = (
+    "SELECT quote_ident(n.nspname) FROM pg_extension e "
+    "JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = :name"
+)
+#: Where a missing extension goes: ``public`` when it exists and this role may create
+#: in it (shared by every store of the database, so dropping one store's schema never
+#: takes the others' indexes along), else the store's own schema.
+EXTENSION_HOME_SQL = (
+    "SELECT coalesce((SELECT quote_ident(nspname) FROM pg_namespace WHERE nspname = "
+    "'public' AND has_schema_privilege(oid, 'CREATE')), quote_ident(current_schema()))"
+)
+
+
+def extension_schemas(conn: Connection) -> dict[str, str]:
+    """Each of :data:`EXTENSIONS`' (quoted) schema, installing a missing one first (as
+    revision 0004 does)."""
+    schemas = {}
+    for name in EXTENSIONS:
+        found = conn.execute(text(EXTENSION_SCHEMA_SQL), {"name": name}).scalar()
+        if found is None:
+            home = conn.execute(text(EXTENSION_HOME_SQL)).scalar_one()
+            conn.execute(text(f"CREATE EXTENSION IF NOT EXISTS {name} SCHEMA {home}"))
+            found = conn.execute(text(EXTENSION_SCHEMA_SQL), {"name": name}).scalar_one()
+        schemas[name] = str(found)
+    return schemas
+
+
+def render(statements: tuple[str, ...], schemas: dict[str, str]) -> tuple[str, ...]:
+    """``statements`` with each extension's mark replaced by its (quoted) schema."""
+    out = []
+    for statement in statements:
+        for extension, schema in schemas.items():
+            statement = statement.replace(f"EXT_SCHEMA({extension})", schema)
+        out.append(statement)
+    return tuple(out)
+
 
 # The extensions stay: other objects of the database may use them.
 DROP_STATEMENTS: tuple[str, ...] = (

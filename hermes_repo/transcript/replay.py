@@ -317,7 +317,13 @@ def replay_file(
             if raise_errors:
                 raise
             reason = f"{name}: {describe(exc)}"
-            blocked = classify(exc) in (ErrorKind.TRANSIENT, ErrorKind.DISK, ErrorKind.CORRUPT)
+            # A server refusing the store (unknown database, bad login) refuses every file.
+            blocked = classify(exc) in (
+                ErrorKind.TRANSIENT,
+                ErrorKind.DISK,
+                ErrorKind.CORRUPT,
+                ErrorKind.CONFIG,
+            )
             log.warning(
                 "pending transcript of session %s not recovered (%s: %s); the file is kept "
                 "for the next recovery",

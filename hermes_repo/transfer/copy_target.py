@@ -65,9 +65,15 @@ def parse_copy_target(target: str) -> CopyTarget:
         return CopyTarget("sqlite", display=str(home), home=home)
     try:
         url = make_url(target)
-    except (ArgumentError, ValueError):  # ValueError: a port that is not a number
+    except ArgumentError:
         # Not chained: the parser's message repeats the whole text, password included.
         raise ConfigurationError(f"the copy target is not a valid URL; {_FORMS}") from None
+    except ValueError:
+        # make_url's int() of the port: not chained, its text may repeat the URL.
+        raise ConfigurationError(
+            f"the copy target is not a valid URL (its port must be a number from 1 to "
+            f"65535); {_FORMS}"
+        ) from None
     shown = safe_url(url)
     if url.drivername in _PG_SCHEMES:
         if not url.database:

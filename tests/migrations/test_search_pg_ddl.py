@@ -28,6 +28,9 @@ def test_revision_ddl_is_what_the_runtime_holds() -> None:
     rev = _revision()
     assert rev.down_revision == "0003_session_extra"
     assert tuple(rev.SEARCH_CREATE) == pg_search.CREATE_STATEMENTS
+    assert rev.EXTENSIONS == pg_search.EXTENSIONS
+    assert rev.EXTENSION_SCHEMA_SQL == pg_search.EXTENSION_SCHEMA_SQL
+    assert rev.EXTENSION_HOME_SQL == pg_search.EXTENSION_HOME_SQL
     assert tuple(rev.SEARCH_DROP) == pg_search.DROP_STATEMENTS
 
 
@@ -57,7 +60,8 @@ def test_postgresql_search_objects_are_all_derived_names_and_drop_cleanly() -> N
         before = _shape(engine)
         for _ in range(2):  # created, dropped, and created again
             with engine.begin() as conn:
-                for statement in pg_search.CREATE_STATEMENTS:
+                schemas = pg_search.extension_schemas(conn)
+                for statement in pg_search.render(pg_search.CREATE_STATEMENTS, schemas):
                     conn.execute(text(statement))
             columns, indexes = _shape(engine)
             added = (columns - before[0]) | (indexes - before[1])
