@@ -51,14 +51,18 @@ them), and JSON's own rules apply: tuples come back as lists.
 
 from __future__ import annotations
 
-from .checks import MAX_TIMESTAMP, check_server_text, check_timestamp
+from .checks import MAX_DEPTH, MAX_TIMESTAMP, check_server_text, check_timestamp
 from .content import content_columns, parts_text
+from .keys import nesting_depth
 from .rows import (
+    INVALID_KEY,
     LAYER_KEYS,
     MESSAGE_COLUMNS,
     ROW_COLUMNS,
+    invalid_reason,
     message_to_row,
     new_uid,
+    raw_value,
     row_to_message,
     tool_call_count,
 )
@@ -74,7 +78,9 @@ from .text import (
 )
 
 __all__ = [
+    "INVALID_KEY",
     "LAYER_KEYS",
+    "MAX_DEPTH",
     "MAX_TIMESTAMP",
     "MESSAGE_COLUMNS",
     "ROW_COLUMNS",
@@ -87,10 +93,13 @@ __all__ = [
     "encode_text",
     "escape_surrogates",
     "has_surrogates",
+    "invalid_reason",
     "loads",
     "message_to_row",
+    "nesting_depth",
     "new_uid",
     "parts_text",
+    "raw_value",
     "row_to_message",
     "scrub",
     "tool_call_count",

@@ -10,10 +10,16 @@ from typing import Any
 from ..errors import IntegrityViolation
 from .text import dumps, encode_text
 
-__all__ = ["MAX_TIMESTAMP", "check_server_text", "check_timestamp"]
+__all__ = ["MAX_DEPTH", "MAX_TIMESTAMP", "check_server_text", "check_timestamp"]
 
 #: Timestamps are epoch seconds in ``[0, MAX_TIMESTAMP)``: 3000-01-01T00:00:00Z.
 MAX_TIMESTAMP = 32503680000.0
+#: The deepest nesting a message field may hold: ``[]`` and ``{}`` are 1 level, ``"x"``
+#: is 0. Every reader of the stored JSON must parse what the store accepted: Python's
+#: parser stops near its recursion limit (1000 frames, fewer when the stack is already
+#: deep), SQLite's JSON functions at 1000 levels, and a spool line or an export line
+#: wraps the message in 2 to 3 more levels. 200 leaves a wide margin under all of them.
+MAX_DEPTH = 200
 _INT64 = (-(2**63), 2**63 - 1)
 
 
@@ -73,7 +79,9 @@ def _json(field: str, value: Any) -> str:
         return dumps(value, strict=True)
     except (TypeError, ValueError, RecursionError) as exc:
         detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        if isinstance(exc, RecursionError) or "Circular" in detail:
+        if isinstance(exc, RecursionError) or "nested too deeply" in detail:
+            fix = f"flatten it to at most {MAX_DEPTH} levels (e.g. keep the deep part as JSON text)"
+        elif "Circular" in detail:
             fix = "pass a tree of dicts and lists that does not contain itself"
         elif "not JSON compliant" in detail:
             fix = "replace NaN and infinite numbers with null or a string"
