@@ -51,7 +51,7 @@ them), and JSON's own rules apply: tuples come back as lists.
 
 from __future__ import annotations
 
-from .checks import MAX_DEPTH, MAX_TIMESTAMP, check_server_text, check_timestamp
+from .checks import MAX_DEPTH, MAX_TIMESTAMP, check_server_text, check_timestamp, short_repr
 from .content import content_columns, parts_text
 from .keys import nesting_depth
 from .rows import (
@@ -102,5 +102,6 @@ __all__ = [
     "raw_value",
     "row_to_message",
     "scrub",
+    "short_repr",
     "tool_call_count",
 ]

@@ -10,7 +10,7 @@ from typing import Any
 from ..errors import IntegrityViolation
 from .text import dumps, encode_text
 
-__all__ = ["MAX_DEPTH", "MAX_TIMESTAMP", "check_server_text", "check_timestamp"]
+__all__ = ["MAX_DEPTH", "MAX_TIMESTAMP", "check_server_text", "check_timestamp", "short_repr"]
 
 #: Timestamps are epoch seconds in ``[0, MAX_TIMESTAMP)``: 3000-01-01T00:00:00Z.
 MAX_TIMESTAMP = 32503680000.0
@@ -53,9 +53,19 @@ def check_timestamp(value: Any, what: str = "timestamp") -> float:
     raise IntegrityViolation(f"{what} {_short(value)} is not plausible epoch seconds; {fix}")
 
 
-def _short(value: Any) -> str:
-    text = repr(value)
+def short_repr(value: Any) -> str:
+    """``repr(value)`` cut to 60 characters, for an error message; never raises (a value
+    nested deeper than ``repr`` can follow, or whose ``repr`` fails, is named by type)."""
+    try:
+        text = repr(value)
+    except RecursionError:
+        return f"<{type(value).__name__} nested too deeply to show>"
+    except Exception:  # a caller's object whose __repr__ raises must not mask the error
+        return f"<{type(value).__name__}>"
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+_short = short_repr
 
 
 def _bad(field: str, problem: str, fix: str) -> IntegrityViolation:

@@ -258,6 +258,13 @@ class _Unreadable(Exception):
     """A column holds a value of a type the store never writes there."""
 
 
+def _text_col(stored: Any) -> str:
+    """A text column's value (see :func:`decode_text`); anything but text is unreadable."""
+    if stored.__class__ is str:
+        return decode_text(stored) if stored[:1] == TEXT_MARK else stored
+    raise _Unreadable
+
+
 def _message(row: Any, with_ids: bool, keep_escaped: bool) -> dict[str, Any]:
     (
         id_,
@@ -284,15 +291,17 @@ def _message(row: Any, with_ids: bool, keep_escaped: bool) -> dict[str, Any]:
     if content_parts is not None:
         msg["content"] = loads(content_parts)
     elif content is not None:
+        if content.__class__ is not str:
+            raise _Unreadable("content")
         msg["content"] = content
     if tool_calls is not None:
         msg["tool_calls"] = loads(tool_calls)
     if tool_call_id is not None:
-        msg["tool_call_id"] = decode_text(tool_call_id)
+        msg["tool_call_id"] = _text_col(tool_call_id)
     extras = loads(extra) if extra is not None else None
     escaped = extras is not None and TEXT_MARK in extra
     if tool_name is not None:
-        tool_name = decode_text(tool_name)
+        tool_name = _text_col(tool_name)
         # A tool_name that only mirrors the caller's `name` was derived, not given.
         if not (extras and extras.get("name") == tool_name):
             msg["tool_name"] = tool_name
@@ -301,13 +310,13 @@ def _message(row: Any, with_ids: bool, keep_escaped: bool) -> dict[str, Any]:
             raise _Unreadable("token_count")
         msg["token_count"] = token_count
     if finish_reason is not None:
-        msg["finish_reason"] = decode_text(finish_reason)
+        msg["finish_reason"] = _text_col(finish_reason)
     if reasoning is not None:
-        msg["reasoning"] = decode_text(reasoning)
+        msg["reasoning"] = _text_col(reasoning)
     if reasoning_details is not None:
         msg["reasoning_details"] = loads(reasoning_details)
     if api_content is not None:
-        msg["api_content"] = decode_text(api_content)
+        msg["api_content"] = _text_col(api_content)
     if extras:
         if escaped and not (
             keep_escaped
@@ -346,6 +355,20 @@ _JSON_FIELDS = (
     ("reasoning_details", "reasoning_details"),
     ("extra", "extra"),
 )
+# Columns whose type the read path checks (a text column holds text; a number, a number).
+_TEXT_COLUMNS = (
+    "content",
+    "tool_call_id",
+    "tool_name",
+    "finish_reason",
+    "reasoning",
+    "api_content",
+)
+_SCALAR_FIELDS = (
+    *((c, c) for c in _TEXT_COLUMNS),
+    ("timestamp", "timestamp"),
+    ("token_count", "token_count"),
+)
 
 
 def raw_value(value: Any) -> Any:
@@ -369,6 +392,8 @@ def invalid_reason(column: str, value: Any) -> str | None:
         if value.__class__ in (float, int):
             return f"not plausible epoch seconds ({raw_value(value)})"
         return f"not a number of seconds since the epoch (stored as {type(value).__name__})"
+    if column in _TEXT_COLUMNS:
+        return None if value.__class__ is str else f"not text (stored as {type(value).__name__})"
     if column == "token_count":
         if value.__class__ is int:
             return None
@@ -390,16 +415,17 @@ def _kept_invalid(row: Any, with_ids: bool) -> dict[str, Any]:
     left out of its field and kept exactly under :data:`INVALID_KEY` (error path only).
 
     A caller's own ``$invalid`` key (kept in ``extra``) is then returned in its escaped
-    form, ``"\ufdd0$invalid"``, so the layer's marker and the caller's value never mix.
+    form (:data:`TEXT_MARK` + ``$invalid``), so the layer's marker and the caller's value
+    never mix.
     """
     values = list(row)
     invalid: dict[str, dict[str, Any]] = {}
-    for column, field in (*_JSON_FIELDS, ("timestamp", "timestamp"), ("token_count", None)):
+    for column, field in (*_JSON_FIELDS, *_SCALAR_FIELDS):
         at = _AT[column]
         reason = invalid_reason(column, values[at])
         if reason is None:
             continue
-        invalid[field or column] = {"raw": raw_value(values[at]), "reason": reason}
+        invalid[field] = {"raw": raw_value(values[at]), "reason": reason}
         values[at] = 0.0 if column == "timestamp" else None
     msg = _message(values, with_ids, bool(invalid))
     if "timestamp" in invalid:
