@@ -17,8 +17,9 @@ header (NOTADB), the store's facts, a read-only ``quick_check`` of the canonical
 salvage files, snapshots, and the other processes holding the store. A new concern is
 one more function appended there, in a module of its own concern (``journal``,
 ``header``, ``store``, ``schema``, ``sqlite``, ``quick_check``, ``search_index``,
-``quarantine``, ``spool``, ``snapshots``, ``holders``); :mod:`.report` runs them. A check
-that fails to read is reported as a finding of its own, never as a crash of the doctor.
+``values``, ``quarantine``, ``spool``, ``snapshots``, ``holders``); :mod:`.report` runs
+them. A check that fails to read is reported as a finding of its own, never as a crash
+of the doctor.
 
 How the full-text indexes are checked read-only: :mod:`.search_index`.
 """
@@ -51,6 +52,7 @@ from .server_context import ServerContext
 from .snapshots import SnapshotFacts, check_snapshots
 from .spool import SpoolFacts, check_spool
 from .store import StoreFacts, check_store
+from .values import ValueFacts, check_server_values, check_values
 
 __all__ = [
     "CANONICAL_TABLES",
@@ -77,6 +79,7 @@ __all__ = [
     "SnapshotFacts",
     "SpoolFacts",
     "StoreFacts",
+    "ValueFacts",
     "WalHeaderFacts",
     "check_fts",
     "check_fts_coverage",
@@ -86,9 +89,11 @@ __all__ = [
     "check_quarantine",
     "check_quick_check",
     "check_schema",
+    "check_server_values",
     "check_snapshots",
     "check_spool",
     "check_store",
+    "check_values",
     "check_wal_header",
     "diagnose",
     "diagnose_server",

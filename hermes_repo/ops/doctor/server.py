@@ -27,6 +27,7 @@ from .context import Check, CheckResult, DoctorContext, DoctorReadError, Finding
 from .report import DoctorReport, collect
 from .server_context import ServerContext
 from .spool import check_spool
+from .values import check_server_values
 
 __all__ = [
     "SERVER_CHECKS",
@@ -294,6 +295,7 @@ SERVER_CHECKS: list[Check] = [
     check_server_schema,
     check_server_indexes,
     check_server_counts,
+    check_server_values,
     check_spool,
 ]
 
