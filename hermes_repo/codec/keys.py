@@ -4,7 +4,7 @@ the depth found. Every walk here is iterative: no depth raises ``RecursionError`
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from .checks import MAX_DEPTH, _bad, _short
@@ -76,33 +76,69 @@ def nesting_depth(value: Any) -> int | None:
     if not _container(value):
         return 0
     heights: dict[int, int] = {}
-    on_path: set[int] = set()
-    stack: list[tuple[Any, bool]] = [(value, False)]
-    while stack:
-        node, done = stack.pop()
-        nid = id(node)
-        children = node.values() if isinstance(node, Mapping) else node
-        if done:
-            on_path.discard(nid)
-            below = [heights[id(c)] for c in children if _container(c)]
-            heights[nid] = 1 + max(below, default=0)
-            continue
-        if nid in heights:
-            continue
-        if nid in on_path:
-            return None
-        on_path.add(nid)
-        stack.append((node, True))
-        for child in children:
-            if _container(child) and id(child) not in heights:
-                if id(child) in on_path:
-                    return None
-                stack.append((child, False))
+    on_path = {id(value)}
+    # Each entry: a container on the current path, its children still to visit, and
+    # the greatest height of its children so far.
+    path: list[tuple[Any, Iterator[Any], int]] = [(value, _children(value), 0)]
+    while path:
+        node, todo, best = path[-1]
+        for child in todo:
+            cls = child.__class__
+            if cls is str or cls is int or cls is float or child is None or cls is bool:
+                continue
+            if not _container(child):
+                continue
+            cid = id(child)
+            known = heights.get(cid)
+            if known is not None:
+                best = max(best, known)
+                continue
+            if cid in on_path:
+                return None
+            path[-1] = (node, todo, best)
+            on_path.add(cid)
+            path.append((child, _children(child), 0))
+            break
+        else:
+            path.pop()
+            on_path.discard(id(node))
+            height = heights[id(node)] = best + 1
+            if path:
+                parent, rest, most = path[-1]
+                if height > most:
+                    path[-1] = (parent, rest, height)
     return heights[id(value)]
 
 
+def _children(node: Any) -> Iterator[Any]:
+    return iter(node.values() if isinstance(node, Mapping) else node)
+
+
+def _tree_depth(value: Any) -> int | None:
+    """The depth of ``value`` level by level, or None as soon as a container shows up a
+    second time (shared, or containing itself: :func:`nesting_depth` then decides).
+    Cheaper than :func:`nesting_depth` on the common case, a tree."""
+    seen: set[int] = set()
+    level = [value]
+    depth = 0
+    while level:
+        depth += 1
+        below: list[Any] = []
+        for node in level:
+            for child in node.values() if isinstance(node, Mapping) else node:
+                if _container(child):
+                    if id(child) in seen:
+                        return None
+                    seen.add(id(child))
+                    below.append(child)
+        level = below
+    return depth
+
+
 def _refuse_deep(field: str, value: Any) -> None:
-    depth = nesting_depth(value)
+    depth = _tree_depth(value)
+    if depth is None:
+        depth = nesting_depth(value)
     if depth is None:
         raise _bad(
             field,
