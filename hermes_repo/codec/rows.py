@@ -334,7 +334,7 @@ def _message(row: Any, with_ids: bool, keep_escaped: bool) -> dict[str, Any]:
             msg["archived_at"] = archived_at
         if archive_reason is not None:
             msg["archive_reason"] = archive_reason
-    if timestamp.__class__ is not float or not 0.0 <= timestamp < MAX_TIMESTAMP:
+    if timestamp.__class__ is not float and timestamp.__class__ is not int:
         raise _Unreadable("timestamp")
     msg["timestamp"] = timestamp
     msg["uid"] = uid
@@ -383,14 +383,16 @@ def raw_value(value: Any) -> Any:
 
 def invalid_reason(column: str, value: Any) -> str | None:
     """Why the stored ``value`` of ``column`` cannot be read as the store writes it, or
-    None when it can (the same rules :func:`row_to_message` applies)."""
+    None when it can (the rules :func:`row_to_message` applies: a timestamp must be a
+    number, not necessarily a plausible one)."""
     if value is None:
         return None
     if column == "timestamp":
-        if value.__class__ in (float, int) and 0.0 <= value < MAX_TIMESTAMP:
-            return None
+        # A number is returned as stored, even an implausible one (an old row's
+        # milliseconds, an infinity): JSON output writes a non-finite one as text, and
+        # ``hermes-repo doctor`` names it.
         if value.__class__ in (float, int):
-            return f"not plausible epoch seconds ({raw_value(value)})"
+            return None
         return f"not a number of seconds since the epoch (stored as {type(value).__name__})"
     if column in _TEXT_COLUMNS:
         return None if value.__class__ is str else f"not text (stored as {type(value).__name__})"

@@ -17,7 +17,7 @@ def test_every_command_reads_a_session_holding_odd_values_and_doctor_names_each_
     backend: str, home: Path, cli: Cli
 ) -> None:
     with StateStore.open(home) as store:
-        sid, damaged = damaged_session(store, backend)
+        sid, damaged, odd = damaged_session(store, backend)
 
     for args in (
         ("sessions", "show", sid),
@@ -41,6 +41,7 @@ def test_every_command_reads_a_session_holding_odd_values_and_doctor_names_each_
     assert "value-unreadable" in [f["code"] for f in report["findings"]]
     named = {(v["message_id"], v["field"]) for v in report["values"]["values"]}
     assert {(mid, field) for mid, field, _ in damaged} <= named
+    assert {(mid, "timestamp") for mid in odd} <= named
     assert (None, "extra") in {(v["message_id"], v["field"]) for v in report["values"]["values"]}
     assert f"message {damaged[0][0]} of session {sid}" in json.dumps(report["findings"])
 

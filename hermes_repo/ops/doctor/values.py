@@ -4,7 +4,9 @@ Rows written by another tool, an old version, a Hermes import or a hand edit may
 what the store never writes: a timestamp stored as text, malformed JSON in a JSON
 column, a blob in a text column, a count that is not an integer. Reads never fail on
 them (:func:`hermes_repo.codec.row_to_message` keeps each under ``$invalid``, exactly
-as stored); this check finds them so an operator knows which rows to fix.
+as stored); this check finds them so an operator knows which rows to fix. It also
+names implausible times (milliseconds, negative, infinite, NaN), which reads return as
+stored.
 
 On SQLite one scan of ``messages`` (and one of ``sessions``) tests the column types
 with ``typeof()`` and the JSON with ``json_valid()``; only the rows found are read
@@ -115,7 +117,9 @@ def _cut(raw: Any) -> Any:
 
 
 def _reason(column: str, value: Any) -> str | None:
-    if column in ("started_at", "ended_at"):
+    if column in ("timestamp", "started_at", "ended_at"):
+        if value.__class__ in (float, int) and not 0.0 <= value < MAX_TIMESTAMP:
+            return f"not plausible epoch seconds ({raw_value(value)})"  # NaN included
         return invalid_reason("timestamp", value)
     if column in _TEXT:
         if value is None or value.__class__ is str:
