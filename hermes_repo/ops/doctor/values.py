@@ -146,13 +146,15 @@ def _finding(ctx: DoctorContext, facts: ValueFacts) -> Finding:
         value = "<epoch seconds>" if column == "timestamp" else "NULL"
         example = f"UPDATE messages SET {column} = {value} WHERE id = {first['message_id']}"
     else:
-        example = f"UPDATE sessions SET {first['column']} = NULL WHERE id = '{sid}'"
+        value = "NULL" if first["column"] == "extra" else "<epoch seconds>"
+        example = f"UPDATE sessions SET {first['column']} = {value} WHERE id = '{sid}'"
     return Finding(
         "value-unreadable",
         "warning",
         f"{facts.count} stored value(s) are not what the store writes (another tool, an old "
-        f"version or a hand edit): {listed}{more}. Reads keep each one under `$invalid`, "
-        "exactly as stored, and never fail on it",
+        f"version or a hand edit): {listed}{more}. Reads never fail on them: a value its "
+        "column cannot hold is kept under `$invalid`, exactly as stored, and an implausible "
+        "time is returned as stored",
         f"nothing is lost as it is; to clean a row, keep its raw value (`{export}` shows it "
         f"under `$invalid`), take a snapshot (`{snapshot}`), stop every process using the "
         f"store, then rewrite the value, e.g. `{example}`",
