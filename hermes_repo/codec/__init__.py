@@ -39,26 +39,52 @@ surrogates (``"\\ud83d"`` from a stream cut mid-emoji, ``"\\udc80"`` from
 :class:`~hermes_repo.errors.IntegrityViolation` naming the field and the fix: a value of
 the wrong type in a column (a dict as ``finish_reason``, bytes as ``reasoning``), an
 integer column (``token_count``) outside SQLite's signed 64 bits, NaN or infinite numbers
-inside JSON values, bytes, sets, other objects JSON cannot say, circular or too deeply
-nested structures, a non-string key anywhere in a message (JSON would silently turn
+inside JSON values, bytes, sets, other objects JSON cannot say, circular structures, a
+value nested deeper than :data:`MAX_DEPTH` (200 levels: ``[]`` and ``{}`` count one,
+text none; the error names the field, the depth found and the limit, at any depth,
+never a ``RecursionError``), a non-string key anywhere in a message (JSON would silently turn
 ``1``, ``True`` and ``None`` into ``"1"``, ``"true"`` and ``"null"``; the error names
 the key's path), a ``uid`` that is not plain text, and a timestamp
 that is not plausible epoch seconds (:func:`check_timestamp`: a real number with
 ``0 <= t <`` :data:`MAX_TIMESTAMP`, the start of the year 3000 UTC; a millisecond epoch
 is named as such). Inside JSON values integers of any size are kept (JSON text holds
 them), and JSON's own rules apply: tuples come back as lists.
+
+**A stored value the store did not write never makes a row unreadable.** Rows written
+by another tool, an old version, an import or a hand edit may hold malformed JSON in a
+JSON column (``tool_calls``, ``content_parts``, ``reasoning_details``, ``extra``), JSON
+nested deeper than the parser follows, ``extra`` that is not a JSON object, a timestamp
+that is not a number, a ``token_count`` that is not an integer, or bytes in a text
+column. :func:`row_to_message` then leaves that field out and returns the message with
+one more key, :data:`INVALID_KEY` (``"$invalid"``)::
+
+    {"role": "assistant", "content": "...", "uid": "...", "timestamp": ...,
+     "$invalid": {"tool_calls": {"raw": "[{bad", "reason": "not valid JSON (...)"}}}
+
+``raw`` is the stored value exactly (text and numbers as they are; bytes, NaN and
+infinities as their ``repr``), so a JSON export keeps it losslessly; ``extra`` names
+the keys stored without a column, ``content`` the content columns. A caller's own
+``$invalid`` key is escaped like the layer keys above. A timestamp that is a number is
+returned as stored even when implausible (JSON output writes a non-finite one as
+text). Only a row that fails to decode is examined: rows the store wrote cost nothing
+more. ``hermes-repo doctor`` names every such value with its session, message id and
+field (:mod:`hermes_repo.ops.doctor.values`).
 """
 
 from __future__ import annotations
 
-from .checks import MAX_TIMESTAMP, check_server_text, check_timestamp
+from .checks import MAX_DEPTH, MAX_TIMESTAMP, check_server_text, check_timestamp, short_repr
 from .content import content_columns, parts_text
+from .keys import nesting_depth
 from .rows import (
+    INVALID_KEY,
     LAYER_KEYS,
     MESSAGE_COLUMNS,
     ROW_COLUMNS,
+    invalid_reason,
     message_to_row,
     new_uid,
+    raw_value,
     row_to_message,
     tool_call_count,
 )
@@ -74,7 +100,9 @@ from .text import (
 )
 
 __all__ = [
+    "INVALID_KEY",
     "LAYER_KEYS",
+    "MAX_DEPTH",
     "MAX_TIMESTAMP",
     "MESSAGE_COLUMNS",
     "ROW_COLUMNS",
@@ -87,11 +115,15 @@ __all__ = [
     "encode_text",
     "escape_surrogates",
     "has_surrogates",
+    "invalid_reason",
     "loads",
     "message_to_row",
+    "nesting_depth",
     "new_uid",
     "parts_text",
+    "raw_value",
     "row_to_message",
     "scrub",
+    "short_repr",
     "tool_call_count",
 ]

@@ -10,10 +10,16 @@ from typing import Any
 from ..errors import IntegrityViolation
 from .text import dumps, encode_text
 
-__all__ = ["MAX_TIMESTAMP", "check_server_text", "check_timestamp"]
+__all__ = ["MAX_DEPTH", "MAX_TIMESTAMP", "check_server_text", "check_timestamp", "short_repr"]
 
 #: Timestamps are epoch seconds in ``[0, MAX_TIMESTAMP)``: 3000-01-01T00:00:00Z.
 MAX_TIMESTAMP = 32503680000.0
+#: The deepest nesting a message field may hold: ``[]`` and ``{}`` are 1 level, ``"x"``
+#: is 0. Every reader of the stored JSON must parse what the store accepted: Python's
+#: parser stops near its recursion limit (1000 frames, fewer when the stack is already
+#: deep), SQLite's JSON functions at 1000 levels, and a spool line or an export line
+#: wraps the message in 2 to 3 more levels. 200 leaves a wide margin under all of them.
+MAX_DEPTH = 200
 _INT64 = (-(2**63), 2**63 - 1)
 
 
@@ -47,9 +53,19 @@ def check_timestamp(value: Any, what: str = "timestamp") -> float:
     raise IntegrityViolation(f"{what} {_short(value)} is not plausible epoch seconds; {fix}")
 
 
-def _short(value: Any) -> str:
-    text = repr(value)
+def short_repr(value: Any) -> str:
+    """``repr(value)`` cut to 60 characters, for an error message; never raises (a value
+    nested deeper than ``repr`` can follow, or whose ``repr`` fails, is named by type)."""
+    try:
+        text = repr(value)
+    except RecursionError:
+        return f"<{type(value).__name__} nested too deeply to show>"
+    except Exception:  # a caller's object whose __repr__ raises must not mask the error
+        return f"<{type(value).__name__}>"
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+_short = short_repr
 
 
 def _bad(field: str, problem: str, fix: str) -> IntegrityViolation:
@@ -73,7 +89,9 @@ def _json(field: str, value: Any) -> str:
         return dumps(value, strict=True)
     except (TypeError, ValueError, RecursionError) as exc:
         detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        if isinstance(exc, RecursionError) or "Circular" in detail:
+        if isinstance(exc, RecursionError) or "nested too deeply" in detail:
+            fix = f"flatten it to at most {MAX_DEPTH} levels (e.g. keep the deep part as JSON text)"
+        elif "Circular" in detail:
             fix = "pass a tree of dicts and lists that does not contain itself"
         elif "not JSON compliant" in detail:
             fix = "replace NaN and infinite numbers with null or a string"

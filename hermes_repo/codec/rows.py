@@ -26,11 +26,14 @@ from .keys import _check_keys
 from .text import _SURROGATE, TEXT_MARK, decode_text, loads
 
 __all__ = [
+    "INVALID_KEY",
     "LAYER_KEYS",
     "MESSAGE_COLUMNS",
     "ROW_COLUMNS",
+    "invalid_reason",
     "message_to_row",
     "new_uid",
+    "raw_value",
     "row_to_message",
     "tool_call_count",
 ]
@@ -54,7 +57,7 @@ _RESERVED = frozenset(
 )
 # Keys the layer itself writes into returned messages (row id, archive state). A
 # caller's value under one of them is kept in `extra` under an escaped name.
-LAYER_KEYS = frozenset({"id", "session_id", "active", "archived_at", "archive_reason"})
+LAYER_KEYS = frozenset({"id", "session_id", "active", "archived_at", "archive_reason", "$invalid"})
 
 # The columns message_to_row fills, in INSERT order.
 ROW_COLUMNS = (
@@ -237,7 +240,32 @@ def message_to_row(
 
 
 def row_to_message(row: Any, *, with_ids: bool = False) -> dict[str, Any]:
-    """Turn a row (a tuple in :data:`MESSAGE_COLUMNS` order) back into the message dict."""
+    """Turn a row (a tuple in :data:`MESSAGE_COLUMNS` order) back into the message dict.
+
+    Never raises for a stored value: one the store did not write itself (another tool,
+    an old version, a hand edit: malformed JSON, a timestamp stored as text, a count
+    that is not an integer...) is left out of its field and kept under
+    :data:`INVALID_KEY`, exactly as stored (see :func:`_kept_invalid`). The check costs
+    nothing on rows the store wrote: only a row that fails to decode is examined.
+    """
+    try:
+        return _message(row, with_ids, False)
+    except Exception:  # a value not written by us: examine the row column by column
+        return _kept_invalid(row, with_ids)
+
+
+class _Unreadable(Exception):
+    """A column holds a value of a type the store never writes there."""
+
+
+def _text_col(stored: Any) -> str:
+    """A text column's value (see :func:`decode_text`); anything but text is unreadable."""
+    if stored.__class__ is str:
+        return decode_text(stored) if stored[:1] == TEXT_MARK else stored
+    raise _Unreadable
+
+
+def _message(row: Any, with_ids: bool, keep_escaped: bool) -> dict[str, Any]:
     (
         id_,
         uid,
@@ -263,31 +291,36 @@ def row_to_message(row: Any, *, with_ids: bool = False) -> dict[str, Any]:
     if content_parts is not None:
         msg["content"] = loads(content_parts)
     elif content is not None:
+        if content.__class__ is not str:
+            raise _Unreadable("content")
         msg["content"] = content
     if tool_calls is not None:
         msg["tool_calls"] = loads(tool_calls)
     if tool_call_id is not None:
-        msg["tool_call_id"] = decode_text(tool_call_id)
+        msg["tool_call_id"] = _text_col(tool_call_id)
     extras = loads(extra) if extra is not None else None
     escaped = extras is not None and TEXT_MARK in extra
     if tool_name is not None:
-        tool_name = decode_text(tool_name)
+        tool_name = _text_col(tool_name)
         # A tool_name that only mirrors the caller's `name` was derived, not given.
         if not (extras and extras.get("name") == tool_name):
             msg["tool_name"] = tool_name
     if token_count is not None:
+        if token_count.__class__ is not int:
+            raise _Unreadable("token_count")
         msg["token_count"] = token_count
     if finish_reason is not None:
-        msg["finish_reason"] = decode_text(finish_reason)
+        msg["finish_reason"] = _text_col(finish_reason)
     if reasoning is not None:
-        msg["reasoning"] = decode_text(reasoning)
+        msg["reasoning"] = _text_col(reasoning)
     if reasoning_details is not None:
         msg["reasoning_details"] = loads(reasoning_details)
     if api_content is not None:
-        msg["api_content"] = decode_text(api_content)
+        msg["api_content"] = _text_col(api_content)
     if extras:
         if escaped and not (
-            (with_ids and TEXT_MARK + "id" in extras)
+            keep_escaped
+            or (with_ids and TEXT_MARK + "id" in extras)
             or (not active and any(TEXT_MARK + k in extras for k in _ARCHIVE_KEYS))
         ):
             # Plain read: restore the caller's keys (one mark less); see the docstring.
@@ -301,8 +334,104 @@ def row_to_message(row: Any, *, with_ids: bool = False) -> dict[str, Any]:
             msg["archived_at"] = archived_at
         if archive_reason is not None:
             msg["archive_reason"] = archive_reason
+    if timestamp.__class__ is not float and timestamp.__class__ is not int:
+        raise _Unreadable("timestamp")
     msg["timestamp"] = timestamp
     msg["uid"] = uid
     if with_ids:
         msg["id"] = id_
+    return msg
+
+
+#: The key of a returned message that keeps the stored values the store cannot read
+#: (see :func:`row_to_message`): ``{field: {"raw": stored value, "reason": why}}``.
+INVALID_KEY = "$invalid"
+
+_AT = {name: i for i, name in enumerate(MESSAGE_COLUMNS)}
+# JSON columns, and the message field each holds ("extra": the keys without a column).
+_JSON_FIELDS = (
+    ("content_parts", "content"),
+    ("tool_calls", "tool_calls"),
+    ("reasoning_details", "reasoning_details"),
+    ("extra", "extra"),
+)
+# Columns whose type the read path checks (a text column holds text; a number, a number).
+_TEXT_COLUMNS = (
+    "content",
+    "tool_call_id",
+    "tool_name",
+    "finish_reason",
+    "reasoning",
+    "api_content",
+)
+_SCALAR_FIELDS = (
+    *((c, c) for c in _TEXT_COLUMNS),
+    ("timestamp", "timestamp"),
+    ("token_count", "token_count"),
+)
+
+
+def raw_value(value: Any) -> Any:
+    """A stored value as JSON can hold it exactly: text and integers as they are, a
+    finite float as it is; anything else (bytes, NaN, infinities) as its ``repr``."""
+    if value.__class__ in (str, int) or (
+        value.__class__ is float and value - value == 0.0  # finite
+    ):
+        return value
+    return repr(value)
+
+
+def invalid_reason(column: str, value: Any) -> str | None:
+    """Why the stored ``value`` of ``column`` cannot be read as the store writes it, or
+    None when it can (the rules :func:`row_to_message` applies: a timestamp must be a
+    number, not necessarily a plausible one)."""
+    if value is None:
+        return None
+    if column == "timestamp":
+        # A number is returned as stored, even an implausible one (an old row's
+        # milliseconds, an infinity): JSON output writes a non-finite one as text, and
+        # ``hermes-repo doctor`` names it.
+        if value.__class__ in (float, int):
+            return None
+        return f"not a number of seconds since the epoch (stored as {type(value).__name__})"
+    if column in _TEXT_COLUMNS:
+        return None if value.__class__ is str else f"not text (stored as {type(value).__name__})"
+    if column == "token_count":
+        if value.__class__ is int:
+            return None
+        return f"not an integer (stored as {type(value).__name__})"
+    if value.__class__ is not str:
+        return f"not JSON text (stored as {type(value).__name__})"
+    try:
+        parsed = loads(value)
+    except ValueError as exc:
+        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return f"not valid JSON ({detail})"
+    if column == "extra" and not isinstance(parsed, dict):
+        return f"not a JSON object (a {type(parsed).__name__})"
+    return None
+
+
+def _kept_invalid(row: Any, with_ids: bool) -> dict[str, Any]:
+    """The message of a row holding values the store cannot read: each such value is
+    left out of its field and kept exactly under :data:`INVALID_KEY` (error path only).
+
+    A caller's own ``$invalid`` key (kept in ``extra``) is then returned in its escaped
+    form (:data:`TEXT_MARK` + ``$invalid``), so the layer's marker and the caller's value
+    never mix.
+    """
+    values = list(row)
+    invalid: dict[str, dict[str, Any]] = {}
+    for column, field in (*_JSON_FIELDS, *_SCALAR_FIELDS):
+        at = _AT[column]
+        reason = invalid_reason(column, values[at])
+        if reason is None:
+            continue
+        invalid[field] = {"raw": raw_value(values[at]), "reason": reason}
+        values[at] = 0.0 if column == "timestamp" else None
+    msg = _message(values, with_ids, bool(invalid))
+    if "timestamp" in invalid:
+        del msg["timestamp"]
+    if invalid:
+        msg[INVALID_KEY] = invalid
     return msg

@@ -58,14 +58,21 @@ def dumps(value: Any, *, strict: bool = False, sort_keys: bool = False) -> str:
     Lone surrogates become ``\\udXXX`` escapes (see :mod:`hermes_repo.codec`; read it back
     with :func:`loads`). ``strict`` refuses NaN and infinite numbers (ValueError), as
     the store's columns do; without it they are written as Python's JSON writes them.
+    A value nested deeper than the interpreter's stack allows raises ValueError
+    (``nested too deeply``), never ``RecursionError``.
     """
-    out = json.dumps(
-        value,
-        ensure_ascii=False,
-        separators=(",", ":"),
-        allow_nan=not strict,
-        sort_keys=sort_keys,
-    )
+    try:
+        out = json.dumps(
+            value,
+            ensure_ascii=False,
+            separators=(",", ":"),
+            allow_nan=not strict,
+            sort_keys=sort_keys,
+        )
+    except RecursionError:
+        raise ValueError(
+            "nested too deeply for JSON (deeper than Python's recursion limit allows)"
+        ) from None
     return escape_surrogates(out)
 
 
@@ -74,8 +81,19 @@ def loads(text: str | bytes) -> Any:
 
     The standard parser joins a high and a low surrogate escape into one astral
     character; :func:`dumps` never escapes a real astral character, so here that pair
-    stays two lone surrogates, exactly as they were written.
+    stays two lone surrogates, exactly as they were written. Raises ValueError for text
+    that is not JSON, including JSON nested deeper than the parser can follow (never
+    ``RecursionError``).
     """
+    try:
+        return _loads(text)
+    except RecursionError:
+        raise ValueError(
+            "JSON nested too deeply to read (deeper than Python's recursion limit allows)"
+        ) from None
+
+
+def _loads(text: str | bytes) -> Any:
     if isinstance(text, bytes):
         text = text.decode("utf-8")
     if _PAIR.search(text) is None:

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..codec import check_timestamp, dumps, message_to_row
+from ..codec import MAX_DEPTH, check_timestamp, dumps, message_to_row, nesting_depth
 from ..errors import IntegrityViolation
 from ..models import ROLES
 from .report import HermesImportReport
@@ -78,12 +78,16 @@ def _content(raw: Any, where: str, warnings: list[str]) -> tuple[Any, Any]:
     """(content for our columns, value to keep in extra or None)."""
     if isinstance(raw, str) and raw.startswith(JSON_CONTENT_PREFIX):
         try:
-            return json.loads(raw[len(JSON_CONTENT_PREFIX) :]), None
-        except ValueError:
-            warnings.append(
-                f"{where}: content starts with the JSON marker but is not JSON; kept as text"
-            )
-            return raw, None
+            parsed = json.loads(raw[len(JSON_CONTENT_PREFIX) :])
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser
+            parsed = raw
+        if parsed is not raw and (nesting_depth(parsed) or 0) <= MAX_DEPTH:
+            return parsed, None
+        warnings.append(
+            f"{where}: content starts with the JSON marker but is not JSON the store keeps "
+            f"(malformed, or nested deeper than {MAX_DEPTH} levels); kept as text"
+        )
+        return raw, None
     if raw is None or isinstance(raw, str):
         return raw, None
     if isinstance(raw, bytes):
@@ -208,12 +212,17 @@ def _message_row(
             continue
         try:
             message[key] = json.loads(value) if isinstance(value, str) else None
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser
             message[key] = None
+        if (nesting_depth(message[key]) or 0) > MAX_DEPTH:
+            message[key] = None  # deeper than the store keeps: its text is kept instead
         if message[key] is None:
             extra[key] = _plain(value)
             message.pop(key)
-            report.warnings.append(f"{where}: {key} is not JSON; kept in extra as it is")
+            report.warnings.append(
+                f"{where}: {key} is not JSON the store keeps (malformed, or nested deeper "
+                f"than {MAX_DEPTH} levels); kept in extra as it is"
+            )
     token_count = row.get("token_count")
     if isinstance(token_count, int) and not isinstance(token_count, bool):
         message["token_count"] = token_count

@@ -97,7 +97,9 @@ class SearchHit:
     session_id: str
     role: str
     snippet: str
-    timestamp: float
+    #: Epoch seconds; None when the stored value is not a number (a row written by
+    #: another tool or edited by hand: ``hermes-repo doctor`` names it).
+    timestamp: float | None
 
 
 _new = object.__new__
@@ -120,10 +122,19 @@ def _hit(r: Any) -> SearchHit:
             "session_id": r[1],
             "role": r[2],
             "snippet": r[3] or "",
-            "timestamp": float(r[4]),
+            "timestamp": r[4] if r[4].__class__ is float else _time(r[4]),
         },
     )
     return hit
+
+
+def _time(stored: Any) -> float | None:
+    """A stored timestamp that is not a float: an integer as a float; anything else (text
+    or bytes that another tool or a hand edit left there) as None, so one such row never
+    fails a search (``hermes-repo doctor`` names it)."""
+    if isinstance(stored, int | float) and not isinstance(stored, bool):
+        return float(stored)
+    return None
 
 
 # Characters of context read around a LIKE hit's first term (the snippet is cut from it).

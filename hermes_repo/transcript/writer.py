@@ -31,6 +31,7 @@ import json
 import logging
 import math
 import os
+import reprlib
 import threading
 import time
 from dataclasses import dataclass
@@ -434,8 +435,19 @@ def _rejected_line(reason: str, message: Any) -> bytes:
         except ValueError:  # NaN or an infinity: not JSON, so written as its repr
             text = _json_line({**record, "message": _finite(message)})
     except (TypeError, ValueError, RecursionError):
-        text = dumps({**record, "message_repr": repr(message)}, strict=True)
+        try:
+            shown = repr(message)
+        except RecursionError:  # nested deeper than repr can follow: its first levels
+            shown = _OUTLINE.repr(message)
+        text = dumps({**record, "message_repr": shown}, strict=True)
     return text.encode("utf-8")
+
+
+# The repr of a message too deep for repr(): 50 levels, nothing else cut.
+_OUTLINE = reprlib.Repr()
+_OUTLINE.maxlevel = 50
+_OUTLINE.maxdict = _OUTLINE.maxlist = _OUTLINE.maxtuple = _OUTLINE.maxset = 10**9
+_OUTLINE.maxstring = _OUTLINE.maxother = _OUTLINE.maxlong = 10**9
 
 
 def _json_line(record: dict[str, Any]) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from ..codec import loads
+from ..codec import INVALID_KEY, invalid_reason, loads, raw_value
 from ..models import AgentSession
 from ..repositories import SessionRepository
 
@@ -43,12 +43,27 @@ class SessionInfo:
     def from_row(cls, row: AgentSession) -> SessionInfo:
         """The info of a mapped row (as the session repository returns it)."""
         values = {f.name: getattr(row, f.name) for f in fields(cls)}
-        values["extra"] = None if row.extra is None else loads(row.extra)
+        values["extra"] = None if row.extra is None else _extra(row.extra)
         return cls(**values)
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of every column (None included), in column order."""
         return asdict(self)
+
+
+def _extra(stored: Any) -> dict[str, Any]:
+    """A session's ``extra``; one the store cannot read (written by another tool or by
+    hand) is kept as ``{"$invalid": {"extra": {"raw": ..., "reason": ...}}}``, the
+    shape a message's unreadable value takes (:data:`~hermes_repo.codec.INVALID_KEY`),
+    so one such row never fails a listing."""
+    try:
+        value = loads(stored)
+    except (ValueError, TypeError):
+        value = None
+    if isinstance(value, dict):
+        return value
+    reason = invalid_reason("extra", stored) or "not a JSON object"
+    return {INVALID_KEY: {"extra": {"raw": raw_value(stored), "reason": reason}}}
 
 
 def list_sessions(

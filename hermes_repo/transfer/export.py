@@ -46,10 +46,13 @@ _FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
 
 def finite(value: Any) -> Any:
     """``value`` with each NaN or infinite float as its repr string (``"inf"``,
-    ``"-inf"``, ``"nan"``): JSON output never holds ``Infinity`` or ``NaN``. Only used
-    once a strict write has failed, so the common output pays nothing."""
+    ``"-inf"``, ``"nan"``), and bytes (a blob another tool stored in a text column) as
+    their repr: JSON output never holds ``Infinity`` or ``NaN`` and never fails. Only
+    used once a strict write has failed, so the common output pays nothing."""
     if isinstance(value, float) and not math.isfinite(value):
         return repr(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return repr(bytes(value))
     if isinstance(value, dict):
         return {k: finite(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -61,11 +64,11 @@ def jsonl_line(message: dict[str, Any]) -> str:
     """One message as its export line (no newline).
 
     A lone surrogate is written as its ``\\udXXX`` escape, so the line is the message;
-    a stored NaN or infinity (old rows, raw SQL) as its repr string.
+    a stored NaN or infinity (old rows, raw SQL) as its repr string, and so are bytes.
     """
     try:
         return dumps(message, strict=True)
-    except ValueError:
+    except (ValueError, TypeError):
         return dumps(finite(message), strict=True)
 
 

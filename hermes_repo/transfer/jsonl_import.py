@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from ..codec import check_timestamp, escape_surrogates, message_to_row
+from ..codec import MAX_DEPTH, check_timestamp, escape_surrogates, message_to_row, short_repr
 from ..errors import HermesRepoError, ImportSourceError
 from ..ids import validate_session_id
 
@@ -133,6 +133,13 @@ def _decode(raw: bytes, line: int) -> dict[str, Any] | None:
         raise _LineError(line, f"invalid JSON ({exc.msg} at column {exc.colno})") from exc
     except UnicodeDecodeError as exc:
         raise _LineError(line, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    except RecursionError as exc:
+        # Python's parser gives up near its recursion limit (about 1000 levels); the
+        # store refuses anything deeper than MAX_DEPTH anyway.
+        raise _LineError(
+            line,
+            f"nested too deeply to read (a message field may nest at most {MAX_DEPTH} levels)",
+        ) from exc
     if not isinstance(obj, dict):
         raise _LineError(line, f"expected a JSON object, got {type(obj).__name__}")
     return obj
@@ -178,12 +185,14 @@ def _add_message(block: _Block | None, obj: dict[str, Any], line: int) -> None:
     if block is None:
         raise _LineError(
             line,
-            f'unknown session {sid!r}: declare it first with a {{"session": {{"id": ...}}}} line',
+            f"unknown session {short_repr(sid)}: declare it first with a "
+            '{"session": {"id": ...}} line',
         )
     if sid != block.session_id:
         raise _LineError(
             line,
-            f"unknown session {sid!r}: a message line must follow its own session's line "
+            f"unknown session {short_repr(sid)}: a message line must follow its own "
+            "session's line "
             f"(the current session is {block.session_id!r})",
         )
     if not isinstance(message, dict):

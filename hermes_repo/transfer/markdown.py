@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..controls import escape_controls
+from ..codec import INVALID_KEY
 
 if TYPE_CHECKING:
     from .catalog import SessionInfo
@@ -115,10 +116,21 @@ def render_markdown(info: SessionInfo, messages: Sequence[dict[str, Any]]) -> st
             name = message.get("tool_name") or message.get("name")
             if name:
                 heading += f" · {name}"
-        heading += f" · {format_time(message.get('timestamp'))}"
+        invalid = message.get(INVALID_KEY)
+        invalid = invalid if isinstance(invalid, dict) else {}
+        when = message.get("timestamp")
+        if when is None and isinstance(invalid.get("timestamp"), dict):
+            when = invalid["timestamp"].get("raw")  # shown as "invalid time ..."
+        heading += f" · {format_time(when)}"
         if message.get("display_only"):
             heading += " · display only"
         out += [heading, ""]
+        for name, kept in invalid.items():
+            # A stored value the store cannot read (see hermes_repo.codec.INVALID_KEY):
+            # shown as it is stored, never dropped from the transcript.
+            kept = kept if isinstance(kept, dict) else {"raw": kept}
+            reason = f" ({kept['reason']})" if kept.get("reason") else ""
+            out += [f"*Unreadable stored {name}{reason}:*", "", _fence(str(kept.get("raw"))), ""]
         if message.get("reasoning"):
             out += ["> " + line for line in str(message["reasoning"]).splitlines()] + [""]
         text = _markdown_content(message.get("content"))
@@ -132,7 +144,7 @@ def render_markdown(info: SessionInfo, messages: Sequence[dict[str, Any]]) -> st
             args = fn.get("arguments", "")
             try:
                 args = json.dumps(json.loads(args), ensure_ascii=False, indent=2)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, RecursionError):  # not JSON, or nested too deep
                 args = str(args)
             out += [f"**Tool call** `{fn.get('name', '?')}`", "", _fence(args, "json"), ""]
     return escape_controls("\n".join(out).rstrip() + "\n")

@@ -17,7 +17,7 @@ header (NOTADB), the store's facts, a read-only ``quick_check`` of the canonical
 salvage files, snapshots, an unfinished ``db copy`` into the store, and the other
 processes holding the store. A new concern is one more function appended there, in a
 module of its own concern (``journal``, ``header``, ``store``, ``schema``, ``sqlite``,
-``quick_check``, ``search_index``, ``quarantine``, ``spool``, ``snapshots``,
+``quick_check``, ``search_index``, ``values``, ``quarantine``, ``spool``, ``snapshots``,
 ``copying``, ``holders``); :mod:`.report` runs them. A check that fails to read is
 reported as a finding of its own, never as a crash of the doctor.
 
@@ -53,6 +53,7 @@ from .server_context import ServerContext
 from .snapshots import SnapshotFacts, check_snapshots
 from .spool import SpoolFacts, check_spool
 from .store import StoreFacts, check_store
+from .values import ValueFacts, check_server_values, check_values
 
 __all__ = [
     "CANONICAL_TABLES",
@@ -80,6 +81,7 @@ __all__ = [
     "SnapshotFacts",
     "SpoolFacts",
     "StoreFacts",
+    "ValueFacts",
     "WalHeaderFacts",
     "check_copy",
     "check_fts",
@@ -90,9 +92,11 @@ __all__ = [
     "check_quarantine",
     "check_quick_check",
     "check_schema",
+    "check_server_values",
     "check_snapshots",
     "check_spool",
     "check_store",
+    "check_values",
     "check_wal_header",
     "diagnose",
     "diagnose_server",

@@ -28,6 +28,7 @@ from .copying import check_copy
 from .report import DoctorReport, collect
 from .server_context import ServerContext
 from .spool import check_spool
+from .values import check_server_values
 
 __all__ = [
     "SERVER_CHECKS",
@@ -296,6 +297,7 @@ SERVER_CHECKS: list[Check] = [
     check_server_indexes,
     check_server_counts,
     check_copy,
+    check_server_values,
     check_spool,
 ]
 
