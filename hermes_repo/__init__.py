@@ -16,6 +16,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .errors import (
+    CommitUnknownError,
     ConfigurationError,
     DatabaseBusyError,
     HermesRepoError,
@@ -30,6 +31,7 @@ from .errors import (
     StateDbCorruptError,
     StorageFullError,
     StoreClosedError,
+    UidConflictError,
     UnsafePathError,
     WriteFailedError,
 )
@@ -110,6 +112,7 @@ RecoveryReport = ReplayReport
 __all__ = [
     "MAX_SEARCH_LIMIT",
     "BackupSpaceError",
+    "CommitUnknownError",
     "ConfigurationError",
     "Conversation",
     "CopyConflictError",
@@ -163,6 +166,7 @@ __all__ = [
     "StoreHealth",
     "StoreHeldError",
     "TranscriptWriter",
+    "UidConflictError",
     "UnitOfWork",
     "UnsafePathError",
     "WalSaveError",
