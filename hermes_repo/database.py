@@ -16,6 +16,13 @@ and whether the derived full-text index is. Two rules follow, each written once 
 * FTS damage met by a write detaches the index (marker and trigger drops) in the same
   unit as the write, replayed from its start; met by a search, the index is detached
   and the search answers from the canonical rows.
+
+And one rule for every replay: identity is fixed before the first attempt. The ids a
+unit generates come from one :class:`~hermes_repo.identity.Identities` per write call,
+so each attempt writes the same session ids and uids; a COMMIT whose connection is lost
+on a server is settled by looking for those rows (:meth:`Database.write`), never by
+running the unit again on a guess. On a server each unit also waits at most the rest of
+its budget for a lock (``SET LOCAL lock_timeout``).
 """
 
 from __future__ import annotations

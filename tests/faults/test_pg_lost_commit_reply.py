@@ -166,6 +166,27 @@ def test_a_transcript_flush_of_several_messages_writes_each_once(
     _once(rows)
 
 
+def test_a_lost_reply_the_server_cannot_be_asked_about_is_spooled_and_stored_once(
+    tmp_path: Path, proxy: LostReply, rows: Rows
+) -> None:
+    with StateStore.open(tmp_path / "pg-home", url=proxy.url(), write_budget_s=1) as store:
+        writer = store.transcript_writer("s-unknown")
+        messages = convo(1)
+        assert writer.flush(messages).ok
+        messages += convo(2, start=1)
+        proxy.arm(then_refuse=True)  # the commit lands, then the server is out of reach
+        result = writer.flush(messages)
+        assert proxy.cuts == 1
+        assert (result.written, result.spooled, result.unsaved) == (0, 2, 0)
+        assert result.error is not None and "commit outcome unknown" in result.error
+        proxy.refuse_new = False
+        report = store.recover_pending()
+        # The spool's records carry the uids the lost commit stored: none twice.
+        assert (report.inserted, report.duplicates, report.errors) == (0, 2, ())
+    assert rows.uids("s-unknown") == uids(messages)
+    _once(rows)
+
+
 def test_recover_pending_reports_its_inserts_as_inserted_after_a_lost_reply(
     store: StateStore, proxy: LostReply, rows: Rows
 ) -> None:

@@ -175,6 +175,10 @@ class LostReply:
         self._lock = threading.Lock()
         self._armed: list[bool] = []
         self.cuts = 0
+        #: While True, new connections are accepted and closed at once (the server
+        #: "unreachable"); set by a cut armed with ``then_refuse``.
+        self.refuse_new = False
+        self._refuse_after_cut = False
         self._cut_event = threading.Condition(self._lock)
         self._links: list[_Link] = []
         self._stopped = threading.Event()
@@ -188,12 +192,15 @@ class LostReply:
         )
         return via.render_as_string(hide_password=False)
 
-    def arm(self, n: int = 1, *, deliver: bool = True) -> None:
+    def arm(self, n: int = 1, *, deliver: bool = True, then_refuse: bool = False) -> None:
         """Cut the connections of the next ``n`` COMMITs: after the server committed
         (its reply lost), or with ``deliver=False`` before the COMMIT reaches it (the
-        server rolls back: the outcome is just as unknown to the client)."""
+        server rolls back: the outcome is just as unknown to the client). With
+        ``then_refuse`` the server is unreachable after the cut, until
+        ``refuse_new = False``."""
         with self._lock:
             self._armed.extend([deliver] * n)
+            self._refuse_after_cut = then_refuse
 
     def disarm(self) -> None:
         with self._lock:
@@ -212,6 +219,8 @@ class LostReply:
 
     def _cut_done(self) -> None:
         with self._cut_event:
+            if self._refuse_after_cut:
+                self.refuse_new = True
             self.cuts += 1
             self._cut_event.notify_all()
 
@@ -226,7 +235,7 @@ class LostReply:
             with self._lock:
                 self._links = [link for link in self._links if not link.closed.is_set()]
                 full = len(self._links) >= self.max_connections
-            if full:
+            if full or self.refuse_new:
                 client.close()
                 continue
             try:
