@@ -41,7 +41,7 @@ from sqlalchemy.exc import DBAPIError
 
 from . import quarantine
 from .backend import Backend
-from .codec import message_to_row, tool_call_count
+from .codec import check_server_text, message_to_row, tool_call_count
 from .engine import DB_NAME, WRITE_OPTION, Driver
 from .errors import (
     SQLITE_CORRUPT,
@@ -646,6 +646,9 @@ class Database:
         message, the first differing column's name when it is not, None when the uid
         is not stored. A timestamp the caller did not give is not compared (each call
         stamps its own)."""
+        if not self.backend.is_file:
+            row = dict(row)
+            check_server_text(row)  # as the row was stored (a list's searchable copy)
         m = messages_table
         columns = [m.c.id, *(m.c[k] for k in row if k in m.c)]
         stmt = select(*columns).where(m.c.session_id == row["session_id"], m.c.uid == row["uid"])

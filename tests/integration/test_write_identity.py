@@ -103,3 +103,13 @@ def test_a_transcript_flush_keeps_a_conflicting_uid_out_of_the_database(
     assert result.error is not None and "u-x" in result.error
     stored = store.load_conversation("s-flush").messages
     assert [m["content"] for m in stored] == ["first", "elsewhere"]
+
+
+def test_a_content_list_sent_again_under_its_uid_is_the_same_message(store: StateStore) -> None:
+    # On a server the list's searchable copy is stored with U+FFFD for U+0000: the
+    # comparison must see the row as it was stored, not as it was handed over.
+    sid = store.write(lambda uow: uow.sessions.create(source="cli"))
+    message = {"role": "user", "content": [{"type": "text", "text": "a\x00b"}], "uid": "u-parts"}
+    first = store.append_message(sid, message)
+    assert store.append_message(sid, dict(message)) == first
+    assert store.get_session(sid).message_count == 1
