@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 # whole call before writing any of it.
 from .codec import check_server_text, message_to_row
 from .errors import (
+    CommitUnknownError,
     ConfigurationError,
     DatabaseBusyError,
     HermesRepoError,
@@ -36,6 +37,7 @@ from .errors import (
     StorageFullError,
     StoreClosedError,
     StoreFileReplacedError,
+    UidConflictError,
     UnsafePathError,
     WriteFailedError,
 )
@@ -116,6 +118,7 @@ RecoveryReport = ReplayReport
 __all__ = [
     "MAX_SEARCH_LIMIT",
     "BackupSpaceError",
+    "CommitUnknownError",
     "ConfigurationError",
     "Conversation",
     "CopyConflictError",
@@ -172,6 +175,7 @@ __all__ = [
     "StoreHealth",
     "StoreHeldError",
     "TranscriptWriter",
+    "UidConflictError",
     "UnitOfWork",
     "UnsafePathError",
     "WalSaveError",

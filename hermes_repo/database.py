@@ -16,40 +16,55 @@ and whether the derived full-text index is. Two rules follow, each written once 
 * FTS damage met by a write detaches the index (marker and trigger drops) in the same
   unit as the write, replayed from its start; met by a search, the index is detached
   and the search answers from the canonical rows.
+
+And one rule for every replay: identity is fixed before the first attempt. The ids a
+unit generates come from one :class:`~hermes_repo.identity.Identities` per write call,
+so each attempt writes the same session ids and uids; a COMMIT whose connection is lost
+on a server is settled by looking for those rows (:meth:`Database.write`), never by
+running the unit again on a guess. On a server each unit also waits at most the rest of
+its budget for a lock (``SET LOCAL lock_timeout``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from sqlalchemy import Engine, event
+from sqlalchemy import Engine, event, select, text
 from sqlalchemy.engine import Connection, ExceptionContext
 from sqlalchemy.exc import DBAPIError
 
 from . import quarantine
 from .backend import Backend
-from .codec import message_to_row, tool_call_count
+from .codec import check_server_text, message_to_row, tool_call_count
 from .engine import DB_NAME, WRITE_OPTION, Driver
 from .errors import (
     SQLITE_CORRUPT,
     SQLITE_NOTADB,
+    CommitUnknownError,
+    DatabaseBusyError,
     ErrorKind,
     HermesRepoError,
+    IntegrityViolation,
     StateDbCorruptError,
     StoreClosedError,
+    UidConflictError,
     WriteFailedError,
     classify,
+    commit_outcome_unknown,
     describe,
     sqlite_code,
     translate,
 )
+from .identity import Identities, Written
 from .ids import check_session_id
-from .kept import BUSY, KeptConnection
+from .kept import BUSY, CommitFailed, KeptConnection
+from .models import messages_table, sessions_table
 from .repositories import MessageRepository, SearchHit, SearchRepository
 from .repositories.search_pg import PgSearchRepository
 from .retry import (
@@ -140,6 +155,43 @@ def _driver_error(exc: BaseException) -> BaseException | None:
 
 
 _TRIGGERS_SQL = "SELECT name FROM sqlite_master WHERE type = 'trigger'"
+
+#: The shortest ``lock_timeout`` a server unit gets (0 would mean "wait for ever").
+MIN_LOCK_TIMEOUT_MS = 20
+# The transaction's id, when it wrote anything (NULL for a unit that only read): what a
+# unit that wrote nothing under a uid or session id is looked up by after a lost commit.
+_XID_SQL = text("SELECT CAST(pg_current_xact_id_if_assigned() AS text)")
+_XID_STATUS_SQL = text("SELECT pg_xact_status(CAST(:xid AS xid8))")
+# A lookup after a lost commit asks for this many identities per statement.
+_LOOKUP_CHUNK = 500
+
+
+@dataclass
+class _Unsettled:
+    """An attempt whose COMMIT was sent and whose reply was lost: what the unit
+    returned, what it wrote under an identity, its transaction id (server; only for a
+    unit that wrote nothing under an identity), and what a look found (None: not yet)."""
+
+    result: Any
+    written: Written
+    xid: str | None
+    error: CommitUnknownError
+    landed: bool | None = None
+
+
+def _lock_timeout_ms(deadline: float) -> int:
+    """A server unit's ``lock_timeout``: what is left of the write budget."""
+    return max(MIN_LOCK_TIMEOUT_MS, int((deadline - time.monotonic()) * 1000))
+
+
+def _same_row(
+    stored: Mapping[str, Any], row: Mapping[str, Any], skip: tuple[str, ...]
+) -> str | None:
+    """The first column where ``stored`` differs from ``row`` (None: the same message)."""
+    for column, value in row.items():
+        if column not in skip and column in stored and stored[column] != value:
+            return column
+    return None
 
 
 class Database:
@@ -275,10 +327,19 @@ class Database:
         # A quarantined file is never degraded: no write may reach it.
         return failure.fts_damage and self.backend.has_fts_triggers and not self.guard.active
 
-    def _degrade(self, failure: Failure, work: Callable[[UnitOfWork], T], policy: RetryPolicy) -> T:
-        """Detach the damaged index and run ``work`` in the same unit, replayed whole."""
+    def _degrade(
+        self,
+        failure: Failure,
+        work: Callable[[UnitOfWork], T],
+        policy: RetryPolicy,
+        ids: Identities | None = None,
+    ) -> T:
+        """Detach the damaged index and run ``work`` in the same unit, replayed whole
+        (with the write call's ``ids``: the same generated ids as its attempts)."""
 
         def detached(uow: UnitOfWork) -> T:
+            if ids is not None:
+                uow.attempt_of(ids)
             # The marker, the trigger drops and the caller's whole unit commit together;
             # SQLite may already have rolled the failed transaction back, so the unit is
             # replayed from its start, never patched up. The marker keeps the SQLite
@@ -322,23 +383,90 @@ class Database:
         (default: :attr:`write_policy`). Damage to the full-text index detaches it and
         the unit is replayed without it.
 
+        Every id the unit generates (``uow.sessions.create()`` without an id, a message
+        appended without a uid) is the same on every attempt of this call (see
+        :mod:`hermes_repo.identity`). A server unit waits at most the rest of the budget
+        for any one lock (``SET LOCAL lock_timeout``). When the connection is lost
+        during COMMIT, the unit is not run again blindly: the sessions and messages it
+        wrote are looked up on a fresh connection (a unit that wrote none of those, by
+        its transaction id): all there, the commit landed and its result is returned;
+        none, it is written again within the budget; some, a :class:`WriteFailedError`
+        says so. If the server cannot be asked within the budget,
+        :class:`CommitUnknownError`.
+
         ``first_try`` (internal) is a cheaper way to do the same unit, tried once first
         inside the same budget; it returns None to hand over to ``work``.
         """
         if policy is None:
             policy = self.write_policy
         pending_first = [first_try] if first_try is not None else []
+        ids = Identities()
+        server = not self.backend.is_file
+        deadline = time.monotonic() + policy.budget_s
+        # The latest attempt whose commit reply was lost, and this attempt's result and
+        # transaction id (set just before its COMMIT).
+        unsettled: list[_Unsettled] = []
+        last: list[Any] = []
+
+        def unit(uow: UnitOfWork) -> T:
+            uow.attempt_of(ids, _lock_timeout_ms(deadline) if server else None)
+            result = work(uow)
+            xid = None
+            if server and not ids.written:
+                xid = uow.connection.execute(_XID_SQL).scalar()
+            last[:] = [result, xid]
+            return result
 
         def attempt() -> T:
-            if pending_first:
-                result = pending_first.pop()()
-                if result is not None:
-                    return result
-            return self.write_once(work)
+            # The last look could not reach the server: look before writing again.
+            if unsettled and unsettled[0].landed is None and self._settle(unsettled[0]):
+                return unsettled[0].result  # type: ignore[no-any-return]
+            last.clear()
+            try:
+                if pending_first:
+                    result = pending_first.pop()()
+                    if result is not None:
+                        return result
+                return self.write_once(unit)
+            except CommitUnknownError as exc:
+                lost = getattr(exc, "unsettled", None)
+                if lost is None:
+                    result, xid = last if last else (None, None)
+                    lost = _Unsettled(result, ids.written, xid, exc)
+                unsettled[:] = [lost]
+                if self._settle(lost):
+                    return lost.result  # type: ignore[no-any-return]
+                # Transient, chained to the driver's error (what the budget's end names).
+                raise DatabaseBusyError(
+                    "write failed: the connection was lost while committing and the "
+                    "commit did not land; writing it again"
+                ) from (exc.__cause__ or exc)
+            except IntegrityViolation as exc:
+                # A commit thought lost may have landed after the look (it was still
+                # in flight): the new attempt then collides with its own rows.
+                if (
+                    unsettled
+                    and not isinstance(exc, UidConflictError)
+                    and self._settle(unsettled[0])
+                ):
+                    return unsettled[0].result  # type: ignore[no-any-return]
+                raise
 
         try:
             return run_with_retry(attempt, policy)
+        except CommitUnknownError:
+            raise
         except WriteFailedError as exc:
+            if unsettled and unsettled[0].landed is None and exc.kind is ErrorKind.TRANSIENT:
+                elapsed = getattr(exc, "elapsed_s", None)
+                raise CommitUnknownError(
+                    f"commit outcome unknown: the connection was lost while committing and "
+                    f"the server could not be asked whether the commit landed within the "
+                    f"{policy.budget_s:g} s budget ({exc}); nothing was written twice. "
+                    "Write it again with the same uids and session ids (a transcript "
+                    "flush spools it and the replay stores each message once)",
+                    elapsed_s=elapsed,
+                ) from exc
             failure = self.failure(exc)
             if not self._degradable(failure):
                 raise
@@ -347,7 +475,82 @@ class Database:
             "search uses the fallback until `hermes-repo sessions repair` rebuilds it",
             failure.damage,
         )
-        return self._degrade(failure, work, policy)
+        return self._degrade(failure, work, policy, ids)
+
+    def _settle(self, lost: _Unsettled) -> bool:
+        """Whether a commit whose reply was lost landed, looked up on a fresh
+        connection; sets ``lost.landed``. A failure to look raises (transient when the
+        server is unreachable: the caller looks again within its budget)."""
+
+        def look(conn: Connection) -> bool:
+            if lost.written:
+                return self._found_written(conn, lost.written)
+            if lost.xid is None:
+                return True  # the unit wrote nothing: there is nothing to repeat
+            status = conn.execute(_XID_STATUS_SQL, {"xid": lost.xid}).scalar()
+            if status == "committed":
+                return True
+            if status == "aborted":
+                return False
+            raise DatabaseBusyError(
+                "write failed: the transaction whose commit reply was lost is "
+                f"{status or 'unknown'} on the server; looking again"
+            )
+
+        try:
+            with self.engine.connect() as conn:
+                landed = look(conn)
+        except DBAPIError as exc:
+            raise self.failure(exc, action="look up a lost commit").error from exc
+        lost.landed = landed
+        log.warning(
+            "the connection was lost while committing (%s); the commit %s",
+            describe(lost.error.__cause__ or lost.error),
+            "landed: its result is returned" if landed else "did not land: writing it again",
+        )
+        return landed
+
+    def _found_written(self, conn: Connection, written: Written) -> bool:
+        """True when every session and message ``written`` names is stored (messages
+        with the same content), False when none is."""
+        want = len(written.sessions) + len(written.messages)
+        found = 0
+        sid_column = sessions_table.c.id
+        for i in range(0, len(written.sessions), _LOOKUP_CHUNK):
+            some = written.sessions[i : i + _LOOKUP_CHUNK]
+            found += len(conn.execute(select(sid_column).where(sid_column.in_(some))).all())
+        by_session: dict[str, list[Mapping[str, Any]]] = {}
+        for row in written.messages:
+            by_session.setdefault(row["session_id"], []).append(row)
+        m = messages_table
+        conflict: tuple[str, str, str] | None = None
+        for sid, rows in by_session.items():
+            columns = [m.c[k] for k in rows[0] if k in m.c]
+            for i in range(0, len(rows), _LOOKUP_CHUNK):
+                chunk = {r["uid"]: r for r in rows[i : i + _LOOKUP_CHUNK]}
+                stmt = select(*columns).where(m.c.session_id == sid, m.c.uid.in_(list(chunk)))
+                for stored in conn.execute(stmt).mappings():
+                    found += 1
+                    column = _same_row(dict(stored), chunk[stored["uid"]], ())
+                    if column is not None and conflict is None:
+                        conflict = (sid, stored["uid"], column)
+        if found == 0:
+            return False
+        if conflict is not None:
+            sid, uid, column = conflict
+            raise UidConflictError(
+                f"uid {uid!r} of session {sid!r} is stored for a different message (its "
+                f"{column} differs) by another writer; give each message its own uid"
+            )
+        if found < want:
+            raise WriteFailedError(
+                f"write failed: after a commit whose reply was lost, {found} of the "
+                f"{want} sessions and messages it wrote are stored, which one transaction "
+                "cannot leave; another writer used the same ids. Check the session with "
+                "`hermes-repo sessions show` and write the missing messages again",
+                ErrorKind.OTHER,
+            )
+        return True
 
     def append_message(
         self,
@@ -371,6 +574,8 @@ class Database:
         row = message_to_row(check_session_id(session_id), message)
         calls = tool_call_count(message)
         self.guard.refuse()
+        budget = (policy or self.write_policy).budget_s
+        deadline = time.monotonic() + budget
 
         def on_driver() -> int | None:
             try:
@@ -386,10 +591,29 @@ class Database:
                 return None
 
         def on_kept() -> int | None:
+            ids = Identities()
+
+            def append(conn: Connection) -> int:
+                conn.execute(text(f"SET LOCAL lock_timeout = {_lock_timeout_ms(deadline)}"))
+                return MessageRepository(conn, ids=ids).append_row(row, calls)
+
             try:
-                done = self._kept.run(
-                    self._writer, lambda conn: MessageRepository(conn).append_row(row, calls)
-                )
+                done = self._kept.run(self._writer, append)
+            except CommitFailed as lost:
+                if commit_outcome_unknown(lost.error):
+                    # The server may have committed: the write core looks for the row.
+                    unknown = CommitUnknownError(
+                        f"commit outcome unknown: the connection was lost while committing "
+                        f"({describe(lost.error)})"
+                    )
+                    unknown.unsettled = _Unsettled(  # type: ignore[attr-defined]
+                        lost.result, ids.written, None, unknown
+                    )
+                    raise unknown from lost.error
+                failure = self.failure(lost.error)
+                if failure.kind is ErrorKind.TRANSIENT:
+                    raise failure.error from lost.error
+                return None
             except DBAPIError as exc:
                 failure = self.failure(exc)
                 if failure.kind is ErrorKind.TRANSIENT:
@@ -398,11 +622,45 @@ class Database:
                 return None  # the ordinary path replays it and reports what it meets
             return None if done is BUSY else done  # type: ignore[return-value]
 
-        return self.write(
-            lambda uow: uow.messages.append_row(row, calls),
-            policy,
-            first_try=on_driver if self.backend.cursor_fast_path else on_kept,
-        )
+        try:
+            return self.write(
+                lambda uow: uow.messages.append_row(row, calls),
+                policy,
+                first_try=on_driver if self.backend.cursor_fast_path else on_kept,
+            )
+        except UidConflictError:
+            raise
+        except IntegrityViolation as exc:
+            if not message.get("uid"):
+                raise  # a uid minted here is stored nowhere else: not the cause
+            stored = self._stored_id(row, timestamp_given=message.get("timestamp") is not None)
+            if stored is None:
+                raise
+            if isinstance(stored, str):
+                raise UidConflictError(
+                    f"uid {row['uid']!r} is already stored in session {row['session_id']!r} "
+                    f"for a different message (its {stored} differs); nothing was written. "
+                    "Give this message its own uid (or leave uid out: one is generated); "
+                    "the same message with the same uid is stored once"
+                ) from exc
+            return stored
+
+    def _stored_id(self, row: Mapping[str, Any], *, timestamp_given: bool) -> int | str | None:
+        """The row id of the stored message with ``row``'s uid when it is the same
+        message, the first differing column's name when it is not, None when the uid
+        is not stored. A timestamp the caller did not give is not compared (each call
+        stamps its own)."""
+        if not self.backend.is_file:
+            row = dict(row)
+            check_server_text(row)  # as the row was stored (a list's searchable copy)
+        m = messages_table
+        columns = [m.c.id, *(m.c[k] for k in row if k in m.c)]
+        stmt = select(*columns).where(m.c.session_id == row["session_id"], m.c.uid == row["uid"])
+        found = self.read(lambda conn: conn.execute(stmt).mappings().first())
+        if found is None:
+            return None
+        differs = _same_row(dict(found), row, () if timestamp_given else ("timestamp",))
+        return int(found["id"]) if differs is None else differs
 
     def _append_on_driver(self, row: dict[str, Any], calls: int) -> int:
         """One append on the driver's cursor, in its own transaction."""
@@ -428,12 +686,16 @@ class Database:
         batch = list(messages)
         if not batch:
             return 0
+        # Rows (and so uids and timestamps) made once, before the first attempt: every
+        # attempt writes the same ones, and a lost commit is looked up by these uids.
+        rows = [message_to_row(sid, m) for m in batch]
+        calls = sum(tool_call_count(m) for m in batch)
         self.guard.refuse()
 
         def on_driver() -> int | None:
             try:
                 return self._on_driver(
-                    lambda cursor: MessageRepository(cursor).append_many(sid, batch)
+                    lambda cursor: MessageRepository(cursor).append_rows(sid, rows, calls)
                 )
             except self.driver.module.Error as exc:
                 # Classified once, here; a later attempt (after a lock) or the degrade
@@ -441,7 +703,7 @@ class Database:
                 raise self.failure(exc).error from exc
 
         return self.write(
-            lambda uow: uow.messages.append_many(sid, batch),
+            lambda uow: uow.messages.append_rows(sid, rows, calls),
             policy,
             first_try=on_driver if self.backend.cursor_fast_path else None,
         )

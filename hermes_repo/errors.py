@@ -18,6 +18,7 @@ import re
 from sqlalchemy import exc as sa_exc
 
 __all__ = [
+    "CommitUnknownError",
     "ConfigurationError",
     "DatabaseBusyError",
     "ErrorKind",
@@ -36,9 +37,11 @@ __all__ = [
     "StorageFullError",
     "StoreClosedError",
     "StoreFileReplacedError",
+    "UidConflictError",
     "UnsafePathError",
     "WriteFailedError",
     "classify",
+    "commit_outcome_unknown",
     "is_server_error",
     "pg_refusal",
     "pg_sqlstate",
@@ -88,6 +91,12 @@ class IntegrityViolation(HermesRepoError):
     """A constraint refused the write (duplicate uid, bad role...): the input is at fault."""
 
 
+class UidConflictError(IntegrityViolation):
+    """A message's uid is already stored in its session for a *different* message:
+    nothing was written. A uid names one message; the same message with the same uid is
+    stored once and its row id returned, never refused."""
+
+
 class SessionTakenError(IntegrityViolation):
     """The session an id maps to belongs to someone else (a session of another source,
     or another conversation of a framework's door): nothing is read from it or written
@@ -122,6 +131,13 @@ class DatabaseBusyError(WriteFailedError):
     def __init__(self, message: str, *, elapsed_s: float | None = None) -> None:
         super().__init__(message, ErrorKind.TRANSIENT)
         self.elapsed_s = elapsed_s
+
+
+class CommitUnknownError(DatabaseBusyError):
+    """The connection was lost while the server committed (the COMMIT was sent, its
+    reply never came), and whether it landed could not be established within the
+    budget. Nothing was run twice; every row the unit wrote carries its identity (uid,
+    session id), so writing it again with the same identities stores it at most once."""
 
 
 class StorageFullError(WriteFailedError):
@@ -325,6 +341,24 @@ def _pg_kind(err: BaseException, orig: BaseException) -> ErrorKind:
     if state.startswith("23"):
         return ErrorKind.CONSTRAINT
     return ErrorKind.OTHER
+
+
+# A commit that failed with these may have landed: the server may have committed and
+# then lost the connection, or been told to stop, before its reply reached us.
+_PG_LOST_AT_COMMIT = frozenset({"57P01", "57P02"})
+
+
+def commit_outcome_unknown(err: BaseException) -> bool:
+    """True when ``err``, raised by a COMMIT, leaves its outcome unknown: on a server, the
+    connection was lost (no SQLSTATE, class 08, or the backend was shut down) after the
+    COMMIT may have reached it. A SQLite commit is never ambiguous: the file says."""
+    orig = _dbapi_error(err)
+    if not _is_pg_error(orig):
+        return False
+    state = pg_sqlstate(orig)
+    if state is None:
+        return _pg_lost_connection(err, orig)
+    return state.startswith("08") or state in _PG_LOST_AT_COMMIT
 
 
 def sqlite_code(err: BaseException) -> int | None:

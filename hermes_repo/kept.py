@@ -11,6 +11,7 @@ caller replays the unit through the ordinary (pinged) path.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from typing import TypeVar
@@ -18,7 +19,7 @@ from typing import TypeVar
 from sqlalchemy import Engine
 from sqlalchemy.engine import Connection
 
-__all__ = ["BUSY", "KeptConnection"]
+__all__ = ["BUSY", "CommitFailed", "KeptConnection"]
 
 T = TypeVar("T")
 
@@ -28,6 +29,16 @@ class _Busy:
 
 
 BUSY = _Busy()
+
+
+class CommitFailed(Exception):
+    """The unit ran, its COMMIT failed: ``error`` is the driver's error, ``result`` what
+    the unit returned (the caller decides whether the commit may have landed)."""
+
+    def __init__(self, result: object, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.result = result
+        self.error = error
 
 
 class KeptConnection:
@@ -40,7 +51,8 @@ class KeptConnection:
     def run(self, engine: Engine, unit: Callable[[Connection], T]) -> T | _Busy:
         """``unit(conn)`` in its own transaction on the kept connection (connected on
         first use), committed; :data:`BUSY` when another thread holds it (never waits).
-        Any error rolls back, drops the connection and propagates."""
+        Any error rolls back, drops the connection and propagates; a failed COMMIT
+        propagates as :class:`CommitFailed` (chained to the driver's error)."""
         if not self._lock.acquire(blocking=False):
             return BUSY
         try:
@@ -48,8 +60,20 @@ class KeptConnection:
             if conn is None or conn.closed or conn.invalidated:
                 conn = self._conn = engine.connect()
             try:
-                with conn.begin():
-                    return unit(conn)
+                trans = conn.begin()
+                try:
+                    result = unit(conn)
+                except BaseException:
+                    # The unit's error is what the caller needs, not a failed ROLLBACK
+                    # on a connection that is gone.
+                    with contextlib.suppress(Exception):
+                        trans.rollback()
+                    raise
+                try:
+                    trans.commit()
+                except Exception as exc:
+                    raise CommitFailed(result, exc) from exc
+                return result
             except BaseException:
                 # The next call connects afresh: after an error the state of this one
                 # (a lost server, a broken transaction) is not worth trusting.

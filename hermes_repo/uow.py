@@ -7,12 +7,13 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Self
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-from .errors import HermesRepoError, translate
+from .errors import CommitUnknownError, HermesRepoError, commit_outcome_unknown, describe, translate
+from .identity import Identities
 from .repositories import MessageRepository, MetaRepository, SessionRepository
 from .repositories.entries import EntryRepository
 
@@ -38,6 +39,12 @@ class UnitOfWork:
 
     ``errors`` turns a driver error and the action that met it into the library error
     to raise (the store's database classifies it; default: the plain translation).
+
+    :attr:`ids` mints the ids the unit generates (session ids, uids of messages given
+    without one) and records what it wrote; :meth:`Database.write
+    <hermes_repo.database.Database.write>` hands every attempt of one call the same
+    one. A commit whose connection is lost on a server raises
+    :class:`CommitUnknownError`: it may have landed.
     """
 
     sessions: SessionRepository
@@ -55,6 +62,8 @@ class UnitOfWork:
         self._error_for = errors or _plain_error
         self._conn: Connection | None = None
         self._orm: Session | None = None
+        #: The ids this unit mints and what it wrote (see :mod:`hermes_repo.identity`).
+        self.ids = Identities()
 
     @property
     def connection(self) -> Connection:
@@ -75,11 +84,27 @@ class UnitOfWork:
             self._conn = self._writer.connect()
         except DBAPIError as exc:
             raise self._error_for(exc, "connect") from exc
-        self.sessions = SessionRepository(self._conn, orm=lambda: self.session)
-        self.messages = MessageRepository(self._conn)
+        self._bind_repositories()
+        return self
+
+    def _bind_repositories(self) -> None:
+        assert self._conn is not None
+        self.sessions = SessionRepository(self._conn, orm=lambda: self.session, ids=self.ids)
+        self.messages = MessageRepository(self._conn, ids=self.ids)
         self.meta = MetaRepository(self._conn)
         self.entries = EntryRepository(self._conn)
-        return self
+
+    def attempt_of(self, ids: Identities, lock_timeout_ms: int | None = None) -> None:
+        """Make this unit one attempt of a write call: mint from ``ids`` (restarted),
+        and on a server wait at most ``lock_timeout_ms`` for any one lock (``SET
+        LOCAL``: the transaction's own setting, so safe behind a transaction-mode
+        pooler). Called first thing in the unit."""
+        ids.restart()
+        self.ids = ids
+        self._bind_repositories()
+        if lock_timeout_ms is not None and self.connection.dialect.name != "sqlite":
+            # SET takes no bind parameters; the value is an int we computed.
+            self.connection.execute(text(f"SET LOCAL lock_timeout = {int(lock_timeout_ms)}"))
 
     def __exit__(
         self,
@@ -104,12 +129,27 @@ class UnitOfWork:
             raise self._error_for(exc, "write") from exc
 
     def commit(self) -> None:
-        """Commit the unit's transaction."""
-        try:
-            if self._orm is not None:
+        """Commit the unit's transaction.
+
+        :class:`CommitUnknownError` when the connection to a server was lost while
+        committing: the server may have committed before its reply was lost. Look for
+        what the unit wrote before writing it again (:meth:`Database.write
+        <hermes_repo.database.Database.write>` does).
+        """
+        if self._orm is not None:
+            try:
                 self._orm.flush()
+            except DBAPIError as exc:
+                raise self._error_for(exc, "commit") from exc
+        try:
             self.connection.commit()
         except DBAPIError as exc:
+            if commit_outcome_unknown(exc):
+                raise CommitUnknownError(
+                    f"commit outcome unknown: the connection to the server was lost while "
+                    f"committing ({describe(exc)}); the server may have committed. Look "
+                    "for the unit's rows before writing them again (store.write does)"
+                ) from exc
             raise self._error_for(exc, "commit") from exc
 
     def rollback(self) -> None:

@@ -16,10 +16,12 @@ from ..codec import (
     check_server_text,
     loads,
     message_to_row,
+    new_uid,
     row_to_message,
     tool_call_count,
 )
 from ..errors import NotFoundError
+from ..identity import Identities
 from ..ids import check_session_id
 from ..models import messages_table, sessions_table
 from .statements import Db, Statement, execute, rows
@@ -131,10 +133,15 @@ class MessageRepository:
     transaction, so a listing never disagrees with the transcript. The appends also run
     on a driver cursor (see :mod:`.statements`: the store's one-message fast path), and
     so does :meth:`list` (the store's load path); the other methods need SQLAlchemy.
+
+    ``ids`` (the unit of work's) gives a message handed over without a uid the same uid
+    on every attempt of a write, and records the rows inserted (see
+    :mod:`hermes_repo.identity`).
     """
 
-    def __init__(self, db: Db) -> None:
+    def __init__(self, db: Db, *, ids: Identities | None = None) -> None:
         self._db = db
+        self._ids = ids
         # A server's text refuses U+0000: refused up front, named, never replayed.
         # (One isinstance on the cursor fast path: a cursor is SQLite's.)
         self._on_server = isinstance(db, _SQLALCHEMY) and _dialect_name(db) != "sqlite"
@@ -153,8 +160,17 @@ class MessageRepository:
                 "(uow.sessions.create(..., id=...))"
             )
 
+    def _with_uid(self, message: Mapping[str, Any]) -> Mapping[str, Any]:
+        """``message``, given the unit's next uid when it has none (the same on every
+        attempt of the write; the caller's dict is left as it is)."""
+        ids = self._ids
+        if ids is None or message.get("uid"):
+            return message
+        return {**message, "uid": ids.take("uid", new_uid)}
+
     def append(self, session_id: str, message: Mapping[str, Any]) -> int:
         """Insert one message at the end of the session; returns its row id."""
+        message = self._with_uid(message)
         row = message_to_row(check_session_id(session_id), message)
         return self.append_row(row, tool_call_count(message))
 
@@ -166,21 +182,38 @@ class MessageRepository:
         self._bump_counters(row["session_id"], 1, tool_calls)
         _, rowid = execute(self._db, _append, row)
         assert rowid is not None  # an INSERT into a rowid table always sets it
+        if self._ids is not None:
+            self._ids.rows_inserted([row])
         return rowid
 
     def append_many(self, session_id: str, messages: Iterable[Mapping[str, Any]]) -> int:
         """Insert many messages in order with one executemany; returns how many."""
-        batch = list(messages)
+        batch = [self._with_uid(m) for m in messages]
         if not batch:
             return 0
         check_session_id(session_id)
         rows = [message_to_row(session_id, m) for m in batch]
+        return self.append_rows(session_id, rows, sum(tool_call_count(m) for m in batch))
+
+    def append_rows(
+        self, session_id: str, rows: Iterable[Mapping[str, Any]], tool_calls: int
+    ) -> int:
+        """Insert rows made by :func:`codec.message_to_row` for ``session_id``, in order,
+        with one executemany; ``tool_calls`` is their total of calls. Returns how many.
+        The rows are not changed (a retry of the unit reuses them)."""
+        batch = list(rows)
+        if not batch:
+            return 0
         if self._on_server:
-            for row in rows:
-                check_server_text(row)
-        self._bump_counters(session_id, len(rows), sum(tool_call_count(m) for m in batch))
-        execute(self._db, _append, rows)
-        return len(rows)
+            copies = [dict(row) for row in batch]
+            for copy in copies:
+                check_server_text(copy)
+            batch = list(copies)
+        self._bump_counters(session_id, len(batch), tool_calls)
+        execute(self._db, _append, batch)
+        if self._ids is not None:
+            self._ids.rows_inserted(batch)
+        return len(batch)
 
     def insert_rows(self, rows: Iterable[Mapping[str, Any]]) -> int:
         """Insert rows made by :func:`codec.message_to_row` (plus ``active``,
@@ -194,6 +227,8 @@ class MessageRepository:
             batch = list(copies)
         if batch:
             self._session.execute(_insert, batch)
+            if self._ids is not None:
+                self._ids.rows_inserted(batch)
         return len(batch)
 
     def recount(self, session_id: str) -> None:

@@ -22,6 +22,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 
 from ..codec import TEXT_MARK, check_timestamp, decode_text, dumps, encode_text, loads
 from ..errors import IntegrityViolation, NotFoundError
+from ..identity import Identities
 from ..ids import check_session_id, new_session_id, validate_session_id
 from ..models import AgentSession, sessions_table
 
@@ -61,10 +62,19 @@ class SessionRepository:
     ``db`` runs the Core statements (a connection or an ORM session); the methods that
     return mapped :class:`AgentSession` objects use ``orm`` (default: ``db`` itself when
     it is an ORM session, else a session joined to the connection's transaction).
+    ``ids`` (the unit of work's) gives generated session ids that stay the same on
+    every attempt of a write, and records the sessions created.
     """
 
-    def __init__(self, db: Connection | Session, orm: Callable[[], Session] | None = None) -> None:
+    def __init__(
+        self,
+        db: Connection | Session,
+        orm: Callable[[], Session] | None = None,
+        *,
+        ids: Identities | None = None,
+    ) -> None:
         self._db = db
+        self._ids = ids
         self._orm_factory = orm
         self._orm_session: Session | None = db if isinstance(db, Session) else None
 
@@ -94,7 +104,15 @@ class SessionRepository:
 
         ``extra`` holds fields that have no column, kept as a JSON object.
         """
-        sid = validate_session_id(id) if id is not None else new_session_id()
+        ids = self._ids
+        if id is not None:
+            sid = validate_session_id(id)
+        elif ids is not None:
+            # The same id on every attempt of the write: a retry after a commit whose
+            # reply was lost must find this session, not create a second one.
+            sid = ids.take("session", new_session_id)
+        else:
+            sid = new_session_id()
         if parent_session_id is not None:
             validate_session_id(parent_session_id)
         values = {
@@ -120,6 +138,8 @@ class SessionRepository:
                 **values,
             )
         )
+        if ids is not None:
+            ids.session_created(sid)
         return sid
 
     def update(

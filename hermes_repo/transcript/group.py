@@ -31,7 +31,14 @@ from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
 from ..database import WriteCore
-from ..errors import ErrorKind, IntegrityViolation, NotFoundError, classify, describe
+from ..errors import (
+    ErrorKind,
+    IntegrityViolation,
+    NotFoundError,
+    UidConflictError,
+    classify,
+    describe,
+)
 from ..models import messages_table
 from ..retry import RetryPolicy
 from ..uow import UnitOfWork
@@ -114,6 +121,8 @@ class SessionWrites:
                 store.append_message(sid, message, policy=self.policy)
             except NotFoundError:
                 store.write(first_message, self.policy)
+        except UidConflictError:
+            raise  # the uid is stored for another message: this one is not durable
         except IntegrityViolation:
             # The uid is already stored (another process recovered our spool file
             # first): the message is durable, which is all a flush promises.
