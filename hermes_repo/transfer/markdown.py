@@ -7,8 +7,8 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..controls import escape_controls
 from ..codec import INVALID_KEY
+from ..controls import escape_controls
 
 if TYPE_CHECKING:
     from .catalog import SessionInfo
