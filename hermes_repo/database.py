@@ -63,7 +63,7 @@ from .errors import (
 )
 from .identity import Identities, Written
 from .ids import check_session_id
-from .kept import BUSY, CommitFailed, KeptConnection
+from .kept import BUSY, KeptConnection, _CommitFailed
 from .models import messages_table, sessions_table
 from .repositories import MessageRepository, SearchHit, SearchRepository
 from .repositories.search_pg import PgSearchRepository
@@ -599,7 +599,7 @@ class Database:
 
             try:
                 done = self._kept.run(self._writer, append)
-            except CommitFailed as lost:
+            except _CommitFailed as lost:
                 if commit_outcome_unknown(lost.error):
                     # The server may have committed: the write core looks for the row.
                     unknown = CommitUnknownError(

@@ -19,7 +19,7 @@ from typing import TypeVar
 from sqlalchemy import Engine
 from sqlalchemy.engine import Connection
 
-__all__ = ["BUSY", "CommitFailed", "KeptConnection"]
+__all__ = ["BUSY", "KeptConnection"]
 
 T = TypeVar("T")
 
@@ -31,9 +31,10 @@ class _Busy:
 BUSY = _Busy()
 
 
-class CommitFailed(Exception):
+class _CommitFailed(Exception):
     """The unit ran, its COMMIT failed: ``error`` is the driver's error, ``result`` what
-    the unit returned (the caller decides whether the commit may have landed)."""
+    the unit returned (the caller decides whether the commit may have landed). Control flow
+    between this module and the write core, which always catches it."""
 
     def __init__(self, result: object, error: BaseException) -> None:
         super().__init__(str(error))
@@ -52,7 +53,7 @@ class KeptConnection:
         """``unit(conn)`` in its own transaction on the kept connection (connected on
         first use), committed; :data:`BUSY` when another thread holds it (never waits).
         Any error rolls back, drops the connection and propagates; a failed COMMIT
-        propagates as :class:`CommitFailed` (chained to the driver's error)."""
+        propagates as :class:`_CommitFailed` (chained to the driver's error)."""
         if not self._lock.acquire(blocking=False):
             return BUSY
         try:
@@ -72,7 +73,7 @@ class KeptConnection:
                 try:
                     trans.commit()
                 except Exception as exc:
-                    raise CommitFailed(result, exc) from exc
+                    raise _CommitFailed(result, exc) from exc
                 return result
             except BaseException:
                 # The next call connects afresh: after an error the state of this one

@@ -165,6 +165,10 @@ def check_values(ctx: DoctorContext) -> CheckResult:
     """Unreadable stored values on a SQLite store: one scan of each canonical table."""
     if not ctx.exists or file_size(ctx.db_path) == 0 or not ctx.header_ok:
         return CheckResult("values", None)
+    if any(f.code == "file-damaged" for f in ctx.findings):
+        # Rows read from damaged pages say nothing about what was stored: the salvage
+        # (`sessions recover`) is the next step, and it reads every value again.
+        return CheckResult("values", None)
     tables = {r[0] for r in ctx.rows("SELECT name FROM sqlite_master WHERE type = 'table'")}
     if not {"messages", "sessions"} <= tables:
         return CheckResult("values", None)  # no schema yet: check_store reports it
