@@ -28,11 +28,11 @@ from .health import StoreHealth, journal_notes, store_health
 from .hermes_import import HermesImportReport, import_hermes_db
 from .holders import HolderLock
 from .ids import check_session_id
+from .provenance import StoreIdentity, database_target, ensure_identity
 from .repositories import SearchHit
 from .repositories.search_paging import SearchPage, check_limit, page_through
 from .retry import RetryPolicy, run_with_retry
 from .schema.fts_rebuild import RebuildOutcome
-from .store_id import StoreIdentity, database_target, ensure_identity
 from .transcript.reconcile import reconcile_session
 from .transcript.replay import ReplayReport, replay_pending
 from .transcript.writer import TranscriptWriter

@@ -63,14 +63,14 @@ from ..errors import (
 )
 from ..ids import validate_session_id
 from ..models import messages_table
-from ..retry import RetryPolicy
-from ..store_id import (
+from ..provenance import (
     StoreIdentity,
     read_identity,
     sqlite_target,
     target_display_command,
     target_key,
 )
+from ..retry import RetryPolicy
 from ..uow import UnitOfWork
 from . import spool
 

@@ -55,9 +55,9 @@ from ..errors import (
 )
 from ..ids import validate_session_id
 from ..models import messages_table
+from ..provenance import StoreIdentity, database_target, sqlite_target, url_target
 from ..repositories import MessageRepository
 from ..retry import TRANSCRIPT_POLICY, RetryPolicy
-from ..store_id import StoreIdentity, database_target, sqlite_target, url_target
 from . import spool
 from .group import SessionWrites
 from .replay import keep_rejected, replay_file
