@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import shlex
 import time
@@ -40,6 +41,8 @@ from sqlalchemy import select
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
+from .codec import decode_text
+from .engine import select_driver
 from .errors import HermesRepoError
 from .models import sessions_table
 from .repositories.meta import COPIED_FROM_KEY, CREATED_AT_KEY, STORE_ID_KEY, MetaRepository
@@ -54,6 +57,8 @@ if TYPE_CHECKING:
 __all__ = [
     "StoreIdentity",
     "ensure_identity",
+    "peek_file_identity",
+    "peek_session_sources",
     "read_identity",
     "sqlite_target",
     "target_display_command",
@@ -209,3 +214,56 @@ def ensure_identity(database: Database, policy: RetryPolicy) -> StoreIdentity:
     except HermesRepoError as exc:
         log.info("the store id is not made at this open (%s); a later open makes it", exc)
     return _from_meta(meta, target, is_file)
+
+
+def peek_file_identity(db_path: str | os.PathLike[str]) -> StoreIdentity:
+    """The identity of the SQLite store at ``db_path`` read without opening the store
+    (a read-only connection, no waiting, nothing written; for reports that must work
+    while the store is locked or damaged). A missing file is a store the next open
+    would create (``created_at`` infinite: every spool file predates it); a file that
+    cannot be read is known by its target only."""
+    path = os.fspath(db_path)
+    target = sqlite_target(path)
+    if not os.path.exists(path):
+        return StoreIdentity(None, target, True, created_at=math.inf)
+    # The store's own driver: closing a connection of another SQLite library in this
+    # process could drop the POSIX locks of the store's connections on the same file.
+    module = select_driver().module
+    try:
+        con = module.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, timeout=0)
+    except module.Error:
+        return StoreIdentity(None, target, True)
+    try:
+        rows = con.execute(
+            "SELECT key, value FROM state_meta WHERE key IN (?, ?, ?)",
+            (STORE_ID_KEY, CREATED_AT_KEY, COPIED_FROM_KEY),
+        ).fetchall()
+    except module.Error:
+        return StoreIdentity(None, target, True)
+    finally:
+        con.close()
+    return _from_meta({str(k): v for k, v in rows}, target, True)
+
+
+def peek_session_sources(db_path: str | os.PathLike[str], session_ids: list[str]) -> dict[str, str]:
+    """The source of each of ``session_ids`` the SQLite store at ``db_path`` holds, read
+    as :func:`peek_file_identity` reads (nothing for a file that cannot be read)."""
+    path = os.fspath(db_path)
+    if not session_ids or not os.path.exists(path):
+        return {}
+    module = select_driver().module
+    out: dict[str, str] = {}
+    try:
+        con = module.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, timeout=0)
+    except module.Error:
+        return {}
+    try:
+        for sid in session_ids:
+            row = con.execute("SELECT source FROM sessions WHERE id = ?", (sid,)).fetchone()
+            if row is not None and isinstance(decode_text(row[0]), str):
+                out[sid] = decode_text(row[0])
+    except module.Error:
+        return out
+    finally:
+        con.close()
+    return out

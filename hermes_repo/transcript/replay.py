@@ -86,6 +86,7 @@ __all__ = [
     "replay_file",
     "replay_pending",
     "storable_row",
+    "why_not_here",
 ]
 
 log = logging.getLogger("hermes_repo.transcript")
@@ -440,6 +441,18 @@ def belongs_here(
             "created, so it belongs to another store (the server this home's agent used?)"
         )
     return None
+
+
+def why_not_here(owner: spool.SpoolOwner, here: StoreIdentity, *, spooled_at: float) -> str | None:
+    """:func:`belongs_here` for a report that did not read the store's id (a server's,
+    when the report does not connect): a record naming a store id is then placed by
+    its target."""
+    if owner.store_id and here.store_id is None and not here.is_file:
+        key = target_key(owner.target)
+        if key is not None and key == target_key(here.target):
+            return None
+        return f"belongs to store {owner.store_id} at {owner.target}"
+    return belongs_here(owner, here, spooled_at=spooled_at)
 
 
 def replay_command(owner: spool.SpoolOwner, here: StoreIdentity | None = None) -> str | None:

@@ -601,7 +601,11 @@ def _rejected_line(reason: str, message: Any, where: dict[str, str] | None = Non
         except ValueError:  # NaN or an infinity: not JSON, so written as its repr
             text = _json_line({**record, "message": _finite(message)})
     except (TypeError, ValueError, RecursionError):
-        text = dumps({**record, "message_repr": repr(message)}, strict=True)
+        try:
+            shown = repr(message)
+        except RecursionError:  # repr walks the value too: nested beyond any limit
+            shown = f"<a {type(message).__name__} nested too deeply to show>"
+        text = dumps({**record, "message_repr": shown}, strict=True)
     return text.encode("utf-8")
 
 
