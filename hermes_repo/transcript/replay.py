@@ -32,6 +32,33 @@ For each ``sessions/<sid>.pending.jsonl``, under the file's lock:
    stored (see :mod:`hermes_repo.codec`: a ``token_count`` beyond 64 bits, a timestamp
    in milliseconds...); a lone surrogate in text is simply stored.
 
+**Which store.** A record is replayed only into the store it belongs to (see
+:mod:`hermes_repo.provenance`):
+
+* a record naming a ``store_id`` only into the store with that id (or into a store
+  whose ``copied_from`` lists it, when the operator adopts it: ``pending recover
+  --adopt ID``);
+* a record naming only a ``target`` (its writer never reached a store: the open
+  failed) only into a store at that target (same file, or same server host, port and
+  database);
+* a record naming neither (written by an older version) only into a SQLite store of
+  the home, and not into one created (``store_created_at``) after the spool file was
+  last written: that file came from another store, most likely the server the home's
+  agent used. A server never replays such records unless the operator adopts them
+  (``--adopt legacy``).
+
+And a record of a door (its ``source`` other than the plain writer's ``cli``) is never
+replayed into an existing session of another source. Records that may not be replayed
+here stay in their file: byte for byte when nothing else of the file is replayed, else
+the file keeps exactly their lines (rewritten atomically). They are reported in
+``ReplayReport.foreign_notes`` with the command that replays them where they belong,
+and ``hermes-repo pending list`` shows them per file.
+
+**A uid reused.** A record whose uid is stored with different content (role, text,
+parts, tool fields, compared as the codec stores them) is not a duplicate: it is kept
+aside in ``<sid>.rejected.jsonl`` with that reason and counted in
+``ReplayReport.conflicts``.
+
 If the transaction fails (locked past the budget, disk full, damaged database), the
 spool file is left exactly as it was and the report counts its records as kept; the
 other files are then not tried (they would fail the same way). Any other failure of one
@@ -645,8 +672,6 @@ def replay_pending(
     that name no store; an id this store was not copied from is refused.
     """
     report = ReplayReport()
-    here = identity_of(store)
-    adopted = _check_adopt(here, adopt)
     if session_id is not None:
         names = spool.existing_names(store.home, session_id)
         sids: list[str | None] = [validate_session_id(session_id)] * len(names)
@@ -668,6 +693,11 @@ def replay_pending(
             ),
         )
         names, sids = [names[i] for i in order], [sids[i] for i in order]
+    folder = spool.sessions_dir(store.home)
+    if not adopt and not any(os.path.lexists(folder / name) for name in names):
+        return report  # nothing to replay: the store's identity need not be read
+    here = identity_of(store)
+    adopted = _check_adopt(here, adopt)
     for n, (name, sid) in enumerate(zip(names, sids, strict=True)):
         if sid is None:
             report += ReplayReport(

@@ -123,6 +123,14 @@ class TranscriptWriter:
     A message is stored as it was at the flush that first accepted it: once its uid is
     committed (or spooled), later changes to the dict are not written again. Rewrites
     of stored messages go through the repair path (``load_conversation(repair=True)``).
+    Another dict under a uid that is already durable is the same message when its
+    content (as the codec stores it) is the same, a no-op; with other content it is
+    rejected (``FlushResult.rejections``, kept in ``<sid>.rejected.jsonl``), never
+    dropped with ``ok``.
+
+    Spool records name the store they belong to (its ``store_id`` and target; without
+    a store, ``target``: the URL or SQLite file the failed open tried, by default
+    ``$HERMES_REPO_URL`` else ``<home>/state.db``), so only that store replays them.
     """
 
     def __init__(
