@@ -351,20 +351,25 @@ class TranscriptWriter:
     def _same_as_before(
         self, store: WriteCore | None, messages: list[dict[str, Any]], committed: set[str]
     ) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any], str]]]:
-        """``messages`` without those whose uid is already durable (committed or spooled)
-        under *other* content, and those with the reason: storing nothing for them and
+        """The messages still to store (committed ones left out, as
+        :meth:`_not_durable` would), and those under a uid already durable (committed or
+        spooled) with *other* content, with the reason: storing nothing for them and
         answering ``ok`` would lose them silently. Content compares as the codec stores
-        it. The dict this writer made durable is the message itself (fast path)."""
+        it. The dict this writer made durable is the message itself (fast path: one
+        lookup per message on every flush)."""
         keep: list[dict[str, Any]] = []
         taken: list[tuple[dict[str, Any], str]] = []
         ask: dict[str, tuple[dict[str, Any], bytes]] = {}
+        seen = self._seen
+        spooled = self._spooled
         for message in messages:
             uid = message["uid"]
-            if uid not in committed and uid not in self._spooled:
-                keep.append(message)
-                continue
-            before = self._seen.get(uid)
+            before = seen.get(uid)
             if before is not None and before[0] is message:
+                if uid not in committed:
+                    keep.append(message)  # spooled, not committed yet: tried again
+                continue
+            if uid not in committed and uid not in spooled:
                 keep.append(message)
                 continue
             try:
@@ -374,10 +379,10 @@ class TranscriptWriter:
                 continue
             if before is None and uid in committed:
                 ask[uid] = (message, digest)  # stored by another writer: ask the store
-                keep.append(message)
             elif before is None or before[1] == digest:
-                self._seen[uid] = (message, digest)
-                keep.append(message)
+                seen[uid] = (message, digest)
+                if uid not in committed:
+                    keep.append(message)
             else:
                 taken.append((message, _reused(uid, self.session_id)))
         if ask and store is not None:
@@ -385,15 +390,12 @@ class TranscriptWriter:
                 stored = self._stored_digests(store, list(ask))
             except Exception:  # cannot tell now: durable as before, asked again next time
                 stored = {}
-            drop: set[int] = set()
             for uid, digest in stored.items():
                 message, mine = ask[uid]
                 if digest == mine:
-                    self._seen[uid] = (message, digest)
+                    seen[uid] = (message, digest)
                 else:
-                    drop.add(id(message))
                     taken.append((message, _reused(uid, self.session_id)))
-            keep = [m for m in keep if id(m) not in drop]
         return keep, taken
 
     def _stored_digests(self, store: WriteCore, uids: list[str]) -> dict[str, bytes]:
@@ -550,14 +552,27 @@ _CONTENT_NAMES = ("role", "content", "content_parts", "tool_name", "tool_calls",
 _CONTENT_COLUMNS = tuple(messages_table.c[name] for name in _CONTENT_NAMES)
 
 
+def _content_of(row: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple(row[name] for name in _CONTENT_NAMES)
+
+
 def _digest_of(values: tuple[Any, ...]) -> bytes:
-    text = dumps(list(values)).encode("utf-8", "surrogatepass")
-    return hashlib.blake2b(text, digest_size=16).digest()
+    """16 bytes standing for a message's content columns (text or None each): each
+    value length-prefixed, so no two different tuples share an input."""
+    h = hashlib.blake2b(digest_size=16)
+    for value in values:
+        if value is None:
+            h.update(b"-")
+        else:
+            data = str(value).encode("utf-8", "surrogatepass")
+            h.update(b"%d:" % len(data))
+            h.update(data)
+    return h.digest()
 
 
 def _digest(row: dict[str, Any]) -> bytes:
     """The content of a message row, as the store keeps it, in 16 bytes."""
-    return _digest_of(tuple(row[name] for name in _CONTENT_NAMES))
+    return _digest_of(_content_of(row))
 
 
 def _reused(uid: str, session_id: str, detail: str = "") -> str:
