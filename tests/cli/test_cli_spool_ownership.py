@@ -99,3 +99,18 @@ def test_db_current_says_the_store_id(home: Path, cli: Cli) -> None:
     assert result.code == 0, result.stderr
     assert store_id is not None and json.loads(result.stdout)["store_id"] == store_id
     assert f"store id: {store_id}" in cli("--home", home, "db", "current").stdout
+
+
+def test_pending_recover_advice_on_a_server_names_its_url_without_the_password(
+    home: Path, server_url: str, cli: Cli
+) -> None:
+    folder = spool.sessions_dir(home)
+    folder.mkdir(mode=0o700, exist_ok=True)
+    (folder / "s.pending.jsonl").symlink_to(home / "elsewhere.jsonl")  # never followed
+    url = make_url(server_url).set(password="s3cret-pw").render_as_string(hide_password=False)
+    result = cli("--home", home, "--url", url, "pending", "recover")
+    assert result.code == 1
+    assert "s3cret-pw" not in result.stderr
+    advice = result.stderr.replace("\n", " ")
+    assert "hermes-repo --url " in advice and "pending recover" in advice
+    assert f"{make_url(server_url).host}:{make_url(server_url).port}" in advice

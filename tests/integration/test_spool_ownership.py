@@ -295,6 +295,7 @@ def test_a_spooled_record_whose_uid_is_stored_with_other_content_is_kept_aside(
     rejected = spool.sessions_dir(store.home) / spool.pending_name("s", spool.REJECTED_SUFFIX)
     kept = json.loads(rejected.read_bytes().splitlines()[0])
     assert "different content" in kept["_rejected"]
+    assert kept["store_id"] == store.store_id  # which store set it aside
     assert json.loads(kept["raw"])["message"]["content"] == "a different message"
 
 
