@@ -100,16 +100,26 @@ def target_key(target: str | None) -> tuple[str, ...] | None:
     return (url.get_backend_name(), host.lower(), str(url.port or _PG_PORT), url.database or "")
 
 
-def target_display_command(target: str | None, rest: str) -> str | None:
-    """The ``hermes-repo`` command that runs ``rest`` against ``target`` (None when the
-    target is unknown). A server's URL is shown without its password: the operator
-    gives the one the store's URL has (``user:PASSWORD@``) or sets PGPASSWORD."""
+def target_display_command(
+    target: str | None, rest: str, *, home: str | os.PathLike[str]
+) -> str | None:
+    """The ``hermes-repo`` command that runs ``rest`` on the spool of ``home`` against
+    ``target`` (None when the target is unknown). A server's URL is shown without its
+    password: the operator gives the one the store's URL has (``user:PASSWORD@``) or
+    sets PGPASSWORD. A SQLite store replays only the spool of its own home: for one
+    elsewhere the command moves the file there first (``{file}`` is left for the
+    caller to fill in)."""
     if not target:
         return None
-    if target.startswith(_SQLITE):
-        home = Path(target[len(_SQLITE) :]).parent
-        return f"hermes-repo --home {shlex.quote(str(home))} {rest}"
-    return f"hermes-repo --url {shlex.quote(target)} {rest}"
+    here = shlex.quote(os.fspath(home))
+    if not target.startswith(_SQLITE):
+        return f"hermes-repo --home {here} --url {shlex.quote(target)} {rest}"
+    store_home = Path(target[len(_SQLITE) :]).parent
+    if os.path.realpath(store_home) == os.path.realpath(home):
+        return f"hermes-repo --home {here} {rest}"
+    there = shlex.quote(str(store_home))
+    folder = shlex.quote(str(store_home / "sessions"))
+    return f"mv {{file}} {folder}/ && hermes-repo --home {there} {rest}"
 
 
 @dataclass(frozen=True)

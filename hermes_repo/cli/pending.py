@@ -62,18 +62,14 @@ def _here(state: CliState) -> StoreIdentity:
     return peek_file_identity(state.db_path)
 
 
-def _why_not_here(
-    owner: spool.SpoolOwner, here: StoreIdentity, f: spool.PendingFile, session_source: str | None
-) -> str | None:
-    why = why_not_here(owner, here, spooled_at=f.mtime)
-    if why is None and session_source is not None:
-        doors = [s for s in f.sources if s not in ("cli", session_source)]
-        if doors:
-            why = (
-                f"written for a session of source {doors[0]!r}; session {f.session_id!r} of "
-                f"this store is of source {session_source!r}: never replayed into it"
-            )
-    return why
+def _door_mismatch(f: spool.PendingFile, session_source: str | None) -> str | None:
+    doors = [s for s in f.sources if s not in ("cli", session_source)]
+    if session_source is None or not doors:
+        return None
+    return (
+        f"written for a session of source {doors[0]!r}; session {f.session_id!r} of this "
+        f"store is of source {session_source!r}: never replayed into it"
+    )
 
 
 def _owners(
@@ -81,7 +77,10 @@ def _owners(
 ) -> list[dict[str, Any]]:
     out = []
     for owner, n in f.owners:
-        why = _why_not_here(owner, here, f, session_source)
+        why = why_not_here(owner, here, spooled_at=f.mtime)
+        command = None if why is None else replay_command(owner, here, f.path)
+        if why is None:
+            why = _door_mismatch(f, session_source)  # no other store replays it
         out.append(
             {
                 "store_id": owner.store_id,
@@ -89,7 +88,7 @@ def _owners(
                 "records": n,
                 "replayed_here": why is None,
                 "why_not_here": why,
-                "replay_with": None if why is None else replay_command(owner, here),
+                "replay_with": command,
             }
         )
     return out

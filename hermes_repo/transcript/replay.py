@@ -72,8 +72,10 @@ import hashlib
 import logging
 import math
 import os
+import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
@@ -482,23 +484,38 @@ def why_not_here(owner: spool.SpoolOwner, here: StoreIdentity, *, spooled_at: fl
     return belongs_here(owner, here, spooled_at=spooled_at)
 
 
-def replay_command(owner: spool.SpoolOwner, here: StoreIdentity | None = None) -> str | None:
-    """The command that replays records of ``owner`` where they belong (None: unknown).
+def replay_command(owner: spool.SpoolOwner, here: StoreIdentity, path: Path) -> str | None:
+    """The command that replays records of ``owner`` (in the spool file ``path``)
+    where they belong (None: unknown).
 
     A record of a store this one was copied from is adopted here; one whose store is
     elsewhere is replayed by that store; an older version's record by the operator who
     knows its store (``--adopt legacy`` on that store)."""
-    if here is not None and owner.store_id and owner.store_id in here.copied_from:
-        return target_display_command(here.target, f"pending recover --adopt {owner.store_id}")
-    if owner.target:
-        return target_display_command(owner.target, "pending recover")
-    if not owner.known and here is not None:
-        return target_display_command(here.target, f"pending recover --adopt {ADOPT_LEGACY}")
-    return None
+    home = path.parent.parent
+    if owner.store_id and owner.store_id in here.copied_from:
+        command = target_display_command(
+            here.target, f"pending recover --adopt {owner.store_id}", home=home
+        )
+    elif owner.target:
+        command = target_display_command(owner.target, "pending recover", home=home)
+    elif owner.known:
+        command = None
+    elif here.is_file and here.created_at == math.inf:
+        # No store file in this home: the records are most likely those of the server
+        # the home's agent used; only the operator knows its URL.
+        command = (
+            f"hermes-repo --home {shlex.quote(str(home))} --url URL pending recover "
+            f"--adopt {ADOPT_LEGACY}"
+        )
+    else:
+        command = target_display_command(
+            here.target, f"pending recover --adopt {ADOPT_LEGACY}", home=home
+        )
+    return None if command is None else command.replace("{file}", shlex.quote(str(path)))
 
 
 def _foreign_note(name: str, count_: int, reason: str, command: str | None) -> str:
-    fix = f"; replay it there: `{command}`" if command else ""
+    fix = f"; to replay it: `{command}`" if command else ""
     return f"{name}: {count_} record(s) kept: {reason}{fix}"
 
 
@@ -532,17 +549,19 @@ def replay_file(
         if contents is None:
             return ReplayReport()  # another process recovered it while we waited
         mine: list[spool.SpoolRecord] = []
-        elsewhere: list[tuple[spool.SpoolRecord, str]] = []
+        # (record, why, whether another store replays it: not so for a door's record
+        # kept out of this store's session of another source)
+        elsewhere: list[tuple[spool.SpoolRecord, str, bool]] = []
         for record in contents.records:
             why = belongs_here(record.owner, here, spooled_at=contents.mtime, adopt=adopt)
             if why is None:
                 mine.append(record)
             else:
-                elsewhere.append((record, why))
+                elsewhere.append((record, why, True))
         if elsewhere and not mine:
             # Nothing here to replay: the file stays exactly as it is, bad lines and
             # all, for the store it belongs to.
-            return _foreign_report(name, elsewhere, here, len(contents.rejected))
+            return _foreign_report(home, name, elsewhere, here, len(contents.rejected))
         candidates, kept, repeats = _plan(session_id, mine, contents.rejected)
         unit = _insert_new(session_id, candidates)
         try:
@@ -567,7 +586,7 @@ def replay_file(
             )
         by_uid = {c.uid: c for c in candidates}
         for uid, why in outcome.other_door.items():
-            elsewhere.append((by_uid[uid].record, why))
+            elsewhere.append((by_uid[uid].record, why, False))
         for uid, why in outcome.conflicts.items():
             record = by_uid[uid].record
             kept.append(spool.RejectedLine(record.line_no, record.raw, why))
@@ -575,7 +594,7 @@ def replay_file(
         if kept:
             _keep_lines(home, session_id, name, kept, here)
         stay = sorted(elsewhere, key=lambda pair: pair[0].line_no)
-        spool.keep_only(home, name, [record.raw for record, _ in stay])
+        spool.keep_only(home, name, [record.raw for record, _, _ in stay])
     inserted = len(candidates) - outcome.already - len(outcome.conflicts) - len(outcome.other_door)
     report = ReplayReport(
         files=1,
@@ -585,21 +604,23 @@ def replay_file(
         conflicts=len(outcome.conflicts),
     )
     if stay:
-        report += _foreign_report(name, stay, here, 0, files=0)
+        report += _foreign_report(home, name, stay, here, 0, files=0)
     return report
 
 
 def _foreign_report(
+    home: os.PathLike[str] | str,
     name: str,
-    elsewhere: list[tuple[spool.SpoolRecord, str]],
+    elsewhere: list[tuple[spool.SpoolRecord, str, bool]],
     here: StoreIdentity,
     bad_lines: int,
     *,
     files: int = 1,
 ) -> ReplayReport:
     groups: dict[tuple[str, str | None], int] = {}
-    for record, why in elsewhere:
-        key = (why, replay_command(record.owner, here))
+    path = spool.sessions_dir(home) / name
+    for record, why, movable in elsewhere:
+        key = (why, replay_command(record.owner, here, path) if movable else None)
         groups[key] = groups.get(key, 0) + 1
     notes = tuple(_foreign_note(name, n, why, cmd) for (why, cmd), n in groups.items())
     for note in notes:

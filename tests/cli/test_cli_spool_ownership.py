@@ -53,7 +53,8 @@ def test_a_server_spool_survives_commands_without_url_and_pending_list_names_its
     assert "belongs to store" in owner_row["why_not_here"]
     command = owner_row["replay_with"]
     url = make_url(server_url)
-    assert command.startswith("hermes-repo --url ") and command.endswith(" pending recover")
+    assert command.startswith(f"hermes-repo --home {home} --url ")
+    assert command.endswith(" pending recover")
     assert f"{url.host}:{url.port}/{url.database}" in command
     table = cli("--home", home, "pending", "list")
     assert table.code == 0 and server_id[:12] in table.stdout and "--url" in table.stdout
