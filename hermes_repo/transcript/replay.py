@@ -433,6 +433,11 @@ def identity_of(store: WriteCore) -> StoreIdentity:
         raise
 
 
+def _same_target(a: str | None, b: str | None) -> bool:
+    key = target_key(a)
+    return key is not None and key == target_key(b)
+
+
 def belongs_here(
     owner: spool.SpoolOwner,
     here: StoreIdentity,
@@ -448,13 +453,22 @@ def belongs_here(
     if owner.store_id:
         if owner.store_id == here.store_id or owner.store_id in adopt:
             return None
+        if here.store_id:
+            mine = f"store {here.store_id}"
+        elif here.created_at == math.inf:
+            mine = "the new store an open here would create"
+        else:
+            mine = "this store (no id yet)"
+        if _same_target(owner.target, here.target):
+            return (
+                f"belongs to store {owner.store_id}, which was at {owner.target}; the file "
+                f"there now is {mine} (moved or replaced): put that store's file back and "
+                "recover, or adopt them into a store copied from it"
+            )
         at = f" at {owner.target}" if owner.target else ""
-        mine = f"store {here.store_id}" if here.store_id else "this store (no id yet)"
         return f"belongs to store {owner.store_id}{at}, not {mine}"
     if owner.target:
-        if target_key(owner.target) is not None and target_key(owner.target) == target_key(
-            here.target
-        ):
+        if _same_target(owner.target, here.target):
             return None
         return f"was spooled for the store at {owner.target}, not this one ({here.target})"
     if ADOPT_LEGACY in adopt:
@@ -496,7 +510,7 @@ def replay_command(owner: spool.SpoolOwner, here: StoreIdentity, path: Path) -> 
         command = target_display_command(
             here.target, f"pending recover --adopt {owner.store_id}", home=home
         )
-    elif owner.target:
+    elif owner.target and not (owner.store_id and _same_target(owner.target, here.target)):
         command = target_display_command(owner.target, "pending recover", home=home)
     elif owner.known:
         command = None

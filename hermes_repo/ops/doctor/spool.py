@@ -96,13 +96,20 @@ def check_spool(ctx: DoctorContext) -> CheckResult:
         unreadable=[f"{f.name}: {f.error}" for f in (*pending, *rejected, *salvage) if f.error],
     )
     here = _here(ctx)
+    unknown_files = unknown_records = 0
     for f in pending:
-        elsewhere = sum(
-            n for owner, n in f.owners if why_not_here(owner, here, spooled_at=f.mtime) is not None
-        )
-        if elsewhere:
-            facts.other_store_files += 1
-            facts.other_store_records += elsewhere
+        elsewhere = unknown = 0
+        for owner, n in f.owners:
+            if why_not_here(owner, here, spooled_at=f.mtime) is None:
+                continue
+            if owner.known:
+                elsewhere += n
+            else:
+                unknown += n
+        facts.other_store_files += bool(elsewhere)
+        facts.other_store_records += elsewhere
+        unknown_files += bool(unknown)
+        unknown_records += unknown
     listing = ctx.command("hermes-repo pending list")
     findings: list[Finding] = []
     if facts.other_store_files:
@@ -111,13 +118,27 @@ def check_spool(ctx: DoctorContext) -> CheckResult:
                 "pending-of-another-store",
                 "warning",
                 f"{facts.other_store_files} spool file(s) in {folder} hold "
-                f"{facts.other_store_records} message(s) of another store (or spooled by an "
-                "older version for a store that cannot be told); this store never replays "
-                "them, so they wait for the store they belong to",
+                f"{facts.other_store_records} message(s) of another store; this store never "
+                "replays them, so they wait for the store they belong to",
                 f"`{listing}` names each file's store and the command that replays it there",
             )
         )
-    if pending and facts.other_store_records < facts.pending_records:
+    if unknown_files:
+        findings.append(
+            Finding(
+                "pending-of-unknown-store",
+                "warning",
+                f"{unknown_files} spool file(s) in {folder} hold {unknown_records} message(s) "
+                "spooled by an older version, which did not record their store; this store "
+                "does not replay them by itself (a server never does; a SQLite store not "
+                "when it was created after them)",
+                "if they belong to this store, run "
+                f"`{ctx.command('hermes-repo pending recover --adopt legacy')}`; "
+                f"`{listing}` shows them",
+            )
+        )
+    mine = facts.pending_records - facts.other_store_records - unknown_records
+    if pending and mine > 0:
         findings.append(
             Finding(
                 "pending-transcripts",
