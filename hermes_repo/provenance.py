@@ -82,7 +82,15 @@ def url_target(url: str | URL) -> str:
     (a socket folder); what it shows is safe to print and to keep in a file."""
     parsed = make_url(url) if isinstance(url, str) else url
     query = {k: v for k, v in parsed.query.items() if k == "host"}
-    clean = parsed.set(password=None, query=query)
+    # Built anew: URL.set(password=None) would keep the password (None means "as is").
+    clean = URL.create(
+        parsed.drivername,
+        username=parsed.username,
+        host=parsed.host,
+        port=parsed.port,
+        database=parsed.database,
+        query=query,
+    )
     return clean.render_as_string(hide_password=False)
 
 

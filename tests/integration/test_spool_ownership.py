@@ -17,6 +17,7 @@ import pytest
 from hermes_repo import ConfigurationError, StateStore, TranscriptWriter
 from hermes_repo.integrations._agents_items import SOURCE as SDK_SOURCE
 from hermes_repo.integrations._pydantic_ai_rows import SOURCE as PYDANTIC_SOURCE
+from hermes_repo.provenance import target_key, url_target
 from hermes_repo.repositories.meta import COPIED_FROM_KEY
 from hermes_repo.transcript import spool
 from hermes_repo.transcript.replay import ADOPT_LEGACY
@@ -310,3 +311,14 @@ def test_a_writer_without_a_store_names_the_file_it_tried_and_that_store_replays
     assert "store_id" not in record
     with StateStore.open(home) as store:
         assert store.last_recovery is not None and store.last_recovery.inserted == 2
+
+
+def test_a_server_target_never_holds_a_password_in_any_form() -> None:
+    for url in (
+        "postgresql+psycopg://bot:s3cret-pw@db.example:6543/agent",
+        "postgresql+psycopg://bot@db.example:6543/agent?password=s3cret-pw",
+        "postgresql+psycopg://bot:s3cret%40pw@db.example:6543/agent?sslmode=require",
+    ):
+        target = url_target(url)
+        assert "s3cret" not in target and "password" not in target
+        assert target_key(target) == ("postgresql", "db.example", "6543", "agent")
