@@ -19,6 +19,7 @@ from . import walcheck
 from .database import Database
 from .engine import Driver
 from .errors import HermesRepoError
+from .repositories.meta import STORE_ID_KEY, MetaRepository
 from .schema import fts, migrate
 from .schema.copy_mark import copy_mark
 from .schema.tables import store_counts
@@ -45,6 +46,7 @@ class StoreHealth:
     pending_files: int = 0  # sessions/*.pending.jsonl waiting for recovery
     pending_records: int = 0  # usable records in them
     oldest_pending_age_s: float | None = None  # age of the oldest pending record
+    store_id: str | None = None  # state_meta's store_id (None: not made yet)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -112,21 +114,22 @@ def store_health(database: Database) -> StoreHealth:
 
     on_file = database.backend.is_file
 
-    def probe(conn: Connection) -> tuple[str | None, str, dict[str, int]]:
+    def probe(conn: Connection) -> tuple[str | None, str, dict[str, int], str | None]:
         # A server has no journal mode of ours to report.
         mode = str(conn.exec_driver_sql("PRAGMA journal_mode").scalar_one()) if on_file else "n/a"
-        return migrate.current_revision(conn), mode, store_counts(conn)
+        store_id = MetaRepository(conn).get(STORE_ID_KEY)
+        return migrate.current_revision(conn), mode, store_counts(conn), store_id
 
     notes = []
     info = database.guard.info
     if info is not None:
         notes.append(info.message())
     try:
-        revision, mode, counts = database.read(probe)
+        revision, mode, counts, store_id = database.read(probe)
         stale = database.read(fts.stale_marker)
     except HermesRepoError as exc:
         # A damaged file may refuse even these reads; health still answers.
-        revision, mode, counts, stale = None, "unknown", {}, None
+        revision, mode, counts, stale, store_id = None, "unknown", {}, None, None
         notes.append(f"could not read the store: {exc}")
     else:
         # A `db copy` into this store that never finished: the store holds part of it.
@@ -153,5 +156,6 @@ def store_health(database: Database) -> StoreHealth:
         fts_stale=stale is not None,
         quarantined=info is not None,
         **_pending_health(database.home),
+        store_id=store_id,
         notes=notes,
     )

@@ -28,6 +28,7 @@ from .health import StoreHealth, journal_notes, store_health
 from .hermes_import import HermesImportReport, import_hermes_db
 from .holders import HolderLock
 from .ids import check_session_id
+from .provenance import StoreIdentity, database_target, ensure_identity
 from .repositories import SearchHit
 from .repositories.search_paging import SearchPage, check_limit, page_through
 from .retry import RetryPolicy, run_with_retry
@@ -91,6 +92,12 @@ class StateStore:
         self.last_rebuild = rebuild
         #: What the spool replay at open did (None when it was not asked for).
         self.last_recovery: ReplayReport | None = None
+        #: Who this store is (its ``store_id``, target, ``copied_from``): read, and made
+        #: when missing, by :meth:`open`; spool records name it (see
+        #: :mod:`hermes_repo.store_id`).
+        self.store_identity: StoreIdentity = StoreIdentity(
+            None, database_target(self.database), self.database.backend.is_file
+        )
 
     @property
     def write_policy(self) -> RetryPolicy:
@@ -198,6 +205,7 @@ class StateStore:
             write_budget_s=write_budget_s,
             database=database,
         )
+        store._identify_at_open()
         if recover:
             store._recover_at_open()
         return store
@@ -225,6 +233,7 @@ class StateStore:
             write_budget_s=write_budget_s,
             database=database,
         )
+        store._identify_at_open()
         if recover:
             store._recover_at_open()
         return store
@@ -291,17 +300,42 @@ class StateStore:
         )
 
     def recover_pending(
-        self, session_id: str | None = None, *, write_budget_s: float | None = None
+        self,
+        session_id: str | None = None,
+        *,
+        write_budget_s: float | None = None,
+        adopt: Sequence[str] = (),
     ) -> ReplayReport:
         """Replay pending spool files into the database, exactly once.
 
         Every ``sessions/*.pending.jsonl`` (or only ``session_id``'s) is de-duplicated
         against the session's stored messages, inserted in one transaction and deleted
         after the commit; see :mod:`hermes_repo.transcript.replay`. Files that cannot
-        be replayed now are kept and named in ``ReplayReport.errors``.
+        be replayed now are kept and named in ``ReplayReport.errors``. Only records of
+        this store are replayed: the others stay in their file, named in
+        ``ReplayReport.foreign_notes`` with the command that replays them where they
+        belong. ``adopt``: ids of stores this one was copied from (its ``copied_from``)
+        whose records it takes as its own, or ``"legacy"`` for records of an older
+        version that name no store.
         """
         policy = None if write_budget_s is None else RetryPolicy(budget_s=write_budget_s)
-        return replay_pending(self, session_id=session_id, policy=policy)
+        return replay_pending(self, session_id=session_id, policy=policy, adopt=adopt)
+
+    @property
+    def store_id(self) -> str | None:
+        """The store's id (``state_meta`` key ``store_id``, a uuid4 hex); None only when
+        an older store could not be written at this open (read-only, quarantined,
+        locked): a later open makes it."""
+        return self.store_identity.store_id
+
+    def _identify_at_open(self) -> None:
+        # Short budget, never fatal: the id of an older store is made by the first open
+        # that can write; until then spool records name the store by its target.
+        policy = RetryPolicy(budget_s=min(self.write_policy.budget_s, 2.0))
+        try:
+            self.store_identity = ensure_identity(self.database, policy)
+        except Exception as exc:
+            log.warning("the store id could not be read or made at open: %s", exc)
 
     def _recover_at_open(self) -> None:
         # Short budget: a store held by a busy writer must still open promptly; what

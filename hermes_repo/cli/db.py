@@ -28,6 +28,7 @@ from ..ops.upgrade import (
     restore_point,
     schema_engine,
 )
+from ..provenance import peek_file_identity
 from ..schema import migrate
 from ..store import StateStore
 from ..transfer.copy import DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE, copy_store
@@ -150,14 +151,17 @@ def current(state: CliState, as_json: bool) -> None:
             echo(f"{name + ':':<9} {value or '-'}")
         return
     found = describe_revision(state.db_path)
+    # Read-only, never waiting: None for a file without one yet (or unreadable).
+    store_id = peek_file_identity(state.db_path).store_id
     if as_json:
-        echo_json(found.as_dict())
+        echo_json({**found.as_dict(), "store_id": store_id})
         return
     rev = found.revision
     echo(f"path:     {rev.path}")
     echo(f"revision: {rev.revision or '-'}")
     echo(f"head:     {rev.head}")
     echo(f"status:   {rev.status}")
+    echo(f"store id: {store_id or '-'}")
     if found.driver is not None and found.journal_mode is not None:
         echo(f"sqlite:   {_driver_line(found.driver, found.journal_mode)}")
 

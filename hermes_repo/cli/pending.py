@@ -10,6 +10,7 @@ inspection) and ``<sid>.jsonl`` (salvage written while the database was damaged)
 
 from __future__ import annotations
 
+import shlex
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -19,8 +20,16 @@ from rich.table import Table
 
 from .. import hints
 from ..engine import default_home
+from ..engine_pg import safe_url
+from ..provenance import (
+    StoreIdentity,
+    peek_file_identity,
+    peek_session_sources,
+    url_target,
+)
 from ..store import StateStore
 from ..transcript import spool
+from ..transcript.replay import replay_command, why_not_here
 from ._numbers import BUDGET_S
 from ._options import json_option, session_option
 from ._output import CliError, Text, echo_json, format_time, stdout_console
@@ -43,7 +52,55 @@ def _home(state: CliState) -> Path:
     return state.home if state.home is not None else default_home()
 
 
-def _file_dict(kind: str, f: spool.PendingFile, now: float) -> dict[str, Any]:
+def _here(state: CliState) -> StoreIdentity:
+    """The store this command line names, as far as it is known without opening it (a
+    server's id is not read: its records are placed by their target)."""
+    server = state.server
+    if server is not None:
+        return StoreIdentity(None, url_target(server.url), is_file=False)
+    return peek_file_identity(state.db_path)
+
+
+def _door_mismatch(f: spool.PendingFile, session_source: str | None) -> str | None:
+    doors = [s for s in f.sources if s not in ("cli", session_source)]
+    if session_source is None or not doors:
+        return None
+    return (
+        f"written for a session of source {doors[0]!r}; session {f.session_id!r} of this "
+        f"store is of source {session_source!r}: never replayed into it"
+    )
+
+
+def _owners(
+    f: spool.PendingFile, here: StoreIdentity, session_source: str | None
+) -> list[dict[str, Any]]:
+    out = []
+    for owner, n in f.owners:
+        why = why_not_here(owner, here, spooled_at=f.mtime)
+        command = None if why is None else replay_command(owner, here, f.path)
+        if why is None:
+            why = _door_mismatch(f, session_source)  # no other store replays it
+        out.append(
+            {
+                "store_id": owner.store_id,
+                "target": owner.target,
+                "records": n,
+                "replayed_here": why is None,
+                "why_not_here": why,
+                "replay_with": command,
+            }
+        )
+    return out
+
+
+def _file_dict(
+    kind: str,
+    f: spool.PendingFile,
+    now: float,
+    here: StoreIdentity,
+    session_source: str | None,
+) -> dict[str, Any]:
+    owners = _owners(f, here, session_source)
     return {
         "kind": kind,
         "session_id": f.session_id,
@@ -55,7 +112,36 @@ def _file_dict(kind: str, f: spool.PendingFile, now: float) -> dict[str, Any]:
         "oldest_at": f.oldest_at,
         "oldest_age_s": f.age_s(now),
         "error": f.error,
+        "sources": list(f.sources),
+        "stores": owners,
+        "here": here.target,
     }
+
+
+def _store_text(owners: list[dict[str, Any]]) -> str:
+    parts = []
+    for o in owners:
+        name = o["store_id"][:12] if o["store_id"] else (o["target"] or "unknown (older version)")
+        parts.append(name)
+    return ", ".join(parts) or "-"
+
+
+def _note(r: dict[str, Any]) -> str:
+    if r["error"]:
+        return str(r["error"])
+    if not r["session_id"]:
+        return "not a valid session id: never replayed"
+    notes = []
+    if r["kind"] == "pending":
+        for o in r["stores"]:
+            if o["why_not_here"]:
+                fix = f"; replay with `{o['replay_with']}`" if o["replay_with"] else ""
+                notes.append(
+                    f"{o['records']} record(s) not replayed here: {o['why_not_here']}{fix}"
+                )
+    if r["sources"]:
+        notes.insert(0, f"source {', '.join(r['sources'])}")
+    return "; ".join(notes)
 
 
 def _age(seconds: float | None) -> str:
@@ -85,11 +171,14 @@ def pending() -> None:
 @json_option()
 @click.pass_obj
 def list_pending(state: CliState, as_json: bool) -> None:
-    """List spool files per session: records, unusable lines, age of the oldest record.
+    """List spool files per session: records, unusable lines, age of the oldest record,
+    and the store (and session source) their records belong to.
 
     Only `pending` files are replayed (by the next open of the store, or `pending
-    recover`); `rejected` and `salvage` files are kept for inspection. Never opens
-    the database.
+    recover`), and only into the store their records name: a file of another store
+    says why it is not replayed here and the command that replays it where it
+    belongs. `rejected` and `salvage` files are kept for inspection. Never opens the
+    database (a SQLite file's id is read read-only; a server's is not read).
 
     \b
     Example:
@@ -97,11 +186,11 @@ def list_pending(state: CliState, as_json: bool) -> None:
     """
     home = _home(state)
     now = time.time()
-    rows = [
-        _file_dict(kind, f, now)
-        for kind, suffix in _KINDS
-        for f in spool.list_pending(home, suffix=suffix)
-    ]
+    here = _here(state)
+    files = [(kind, f) for kind, suffix in _KINDS for f in spool.list_pending(home, suffix=suffix)]
+    sids = sorted({f.session_id for kind, f in files if kind == "pending" and f.session_id})
+    sources = peek_session_sources(state.db_path, sids) if here.is_file else {}
+    rows = [_file_dict(kind, f, now, here, sources.get(f.session_id or "")) for kind, f in files]
     if as_json:
         echo_json(rows)
         return
@@ -120,9 +209,10 @@ def list_pending(state: CliState, as_json: bool) -> None:
     table.add_column("bad lines", justify="right", no_wrap=True)
     table.add_column("oldest", no_wrap=True)
     table.add_column("age", justify="right", no_wrap=True)
+    table.add_column("store", overflow="fold")
     table.add_column("note", overflow="fold")
     for r in rows:
-        note = r["error"] or ("" if r["session_id"] else "not a valid session id: never replayed")
+        note = _note(r)
         table.add_row(
             r["kind"],
             Text(r["session_id"] or r["file"]),
@@ -130,6 +220,7 @@ def list_pending(state: CliState, as_json: bool) -> None:
             str(r["bad_lines"]),
             format_time(r["oldest_at"]),
             _age(r["oldest_age_s"]),
+            Text(_store_text(r["stores"])),
             Text(note),
         )
     console.print(table)
@@ -144,9 +235,23 @@ def list_pending(state: CliState, as_json: bool) -> None:
     metavar="S",
     help="Seconds to wait for a locked database. [default: 20]",
 )
+@click.option(
+    "--adopt",
+    "adopt",
+    multiple=True,
+    metavar="STORE_ID",
+    help="Also replay records of this store id: one this store was copied from (its "
+    "copied_from), or 'legacy' for records of an older version that name no store.",
+)
 @json_option()
 @click.pass_obj
-def recover(state: CliState, session_id: str | None, budget: float | None, as_json: bool) -> None:
+def recover(
+    state: CliState,
+    session_id: str | None,
+    budget: float | None,
+    adopt: tuple[str, ...],
+    as_json: bool,
+) -> None:
     """Replay pending spool files into the database, exactly once.
 
     Records already stored (same uid, or the same trailing messages for records
@@ -160,7 +265,7 @@ def recover(state: CliState, session_id: str | None, budget: float | None, as_js
     """
     # Open without the automatic recovery, so this command reports what it did.
     with StateStore.open(state.home, url=state.url, recover=False, write_budget_s=budget) as store:
-        report = store.recover_pending(session_id)
+        report = store.recover_pending(session_id, adopt=adopt)
     if as_json:
         echo_json(
             {
@@ -168,19 +273,36 @@ def recover(state: CliState, session_id: str | None, budget: float | None, as_js
                 "inserted": report.inserted,
                 "duplicates": report.duplicates,
                 "kept": report.kept,
+                "conflicts": report.conflicts,
+                "foreign": report.foreign,
+                "foreign_notes": list(report.foreign_notes),
                 "errors": list(report.errors),
             }
         )
     else:
-        stdout_console().print(
+        console = stdout_console()
+        console.print(
             Text(
                 f"{report.files} file(s): {report.inserted} inserted, "
                 f"{report.duplicates} duplicate(s), {report.kept} kept"
+                + (f", {report.foreign} left for another store or door" if report.foreign else "")
             )
         )
+        for note in report.foreign_notes:
+            console.print(Text(note))
     if report.errors:
         raise CliError(
             f"{len(report.errors)} spool file(s) not recovered: {'; '.join(report.errors)}; "
-            "they are kept: fix the cause and run "
-            f"`{hints.command(state.db_path.parent, 'pending recover')}` again"
+            f"they are kept: fix the cause and run `{_this_store(state, 'pending recover')}` "
+            "again"
         )
+
+
+def _this_store(state: CliState, rest: str) -> str:
+    """``rest`` as a command for the very store this one ran on: with its URL (password
+    masked) on a server, with its home on a SQLite file (a hint without ``--url`` would
+    make the operator replay a server's spool into a SQLite file of the home)."""
+    server = state.server
+    if server is not None:
+        return f"hermes-repo --url {shlex.quote(safe_url(server.url))} {rest}"
+    return hints.command(state.db_path.parent, rest)

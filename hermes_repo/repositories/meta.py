@@ -11,9 +11,16 @@ from sqlalchemy.orm import Session
 
 from ..models import state_meta_table
 
-__all__ = ["MetaRepository"]
+__all__ = ["COPIED_FROM_KEY", "CREATED_AT_KEY", "STORE_ID_KEY", "MetaRepository"]
 
 _meta = state_meta_table
+
+#: The store's own id (a uuid4 hex), made once; never copied to another store.
+STORE_ID_KEY = "store_id"
+#: When this version created the store (epoch seconds as text); absent for older stores.
+CREATED_AT_KEY = "store_created_at"
+#: A JSON list of the ids of the stores this one was copied from (``db copy``).
+COPIED_FROM_KEY = "copied_from"
 
 
 class MetaRepository:
@@ -38,6 +45,14 @@ class MetaRepository:
             set_={"value": stmt.excluded.value, "updated_at": stmt.excluded.updated_at},
         )
         self._session.execute(stmt)
+
+    def insert_absent(self, key: str, value: str) -> None:
+        """Set ``key`` only if it has no row yet (two writers racing keep the first)."""
+        db = self._session
+        bind = db.get_bind() if isinstance(db, Session) else db
+        insert = postgresql.insert if bind.dialect.name == "postgresql" else sqlite.insert
+        stmt = insert(_meta).values(key=key, value=value, updated_at=time.time())
+        self._session.execute(stmt.on_conflict_do_nothing(index_elements=[_meta.c.key]))
 
     def delete(self, key: str) -> bool:
         result = self._session.execute(delete(_meta).where(_meta.c.key == key))

@@ -32,6 +32,33 @@ For each ``sessions/<sid>.pending.jsonl``, under the file's lock:
    stored (see :mod:`hermes_repo.codec`: a ``token_count`` beyond 64 bits, a timestamp
    in milliseconds...); a lone surrogate in text is simply stored.
 
+**Which store.** A record is replayed only into the store it belongs to (see
+:mod:`hermes_repo.provenance`):
+
+* a record naming a ``store_id`` only into the store with that id (or into a store
+  whose ``copied_from`` lists it, when the operator adopts it: ``pending recover
+  --adopt ID``);
+* a record naming only a ``target`` (its writer never reached a store: the open
+  failed) only into a store at that target (same file, or same server host, port and
+  database);
+* a record naming neither (written by an older version) only into a SQLite store of
+  the home, and not into one created (``store_created_at``) after the spool file was
+  last written: that file came from another store, most likely the server the home's
+  agent used. A server never replays such records unless the operator adopts them
+  (``--adopt legacy``).
+
+And a record of a door (its ``source`` other than the plain writer's ``cli``) is never
+replayed into an existing session of another source. Records that may not be replayed
+here stay in their file: byte for byte when nothing else of the file is replayed, else
+the file keeps exactly their lines (rewritten atomically). They are reported in
+``ReplayReport.foreign_notes`` with the command that replays them where they belong,
+and ``hermes-repo pending list`` shows them per file.
+
+**A uid reused.** A record whose uid is stored with different content (role, text,
+parts, tool fields, compared as the codec stores them) is not a duplicate: it is kept
+aside in ``<sid>.rejected.jsonl`` with that reason and counted in
+``ReplayReport.conflicts``.
+
 If the transaction fails (locked past the budget, disk full, damaged database), the
 spool file is left exactly as it was and the report counts its records as kept; the
 other files are then not tried (they would fail the same way). Any other failure of one
@@ -45,29 +72,50 @@ import hashlib
 import logging
 import math
 import os
+import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
 
 from ..codec import dumps, message_to_row
-from ..database import WriteCore
-from ..errors import ErrorKind, HermesRepoError, IntegrityViolation, classify, describe
+from ..database import Database, WriteCore
+from ..errors import (
+    ConfigurationError,
+    ErrorKind,
+    HermesRepoError,
+    IntegrityViolation,
+    classify,
+    describe,
+)
 from ..ids import validate_session_id
 from ..models import messages_table
+from ..provenance import (
+    StoreIdentity,
+    read_identity,
+    sqlite_target,
+    target_display_command,
+    target_key,
+)
 from ..retry import RetryPolicy
 from ..uow import UnitOfWork
 from . import spool
 
 __all__ = [
+    "ADOPT_LEGACY",
     "ReplayReport",
+    "belongs_here",
     "dedup_key",
+    "identity_of",
     "keep_rejected",
     "longest_overlap",
+    "replay_command",
     "replay_file",
     "replay_pending",
     "storable_row",
+    "why_not_here",
 ]
 
 log = logging.getLogger("hermes_repo.transcript")
@@ -104,6 +152,14 @@ class ReplayReport:
     #: True when the database refused a file's transaction (locked past the budget,
     #: full, damaged): files after it were not tried.
     blocked: bool = False
+    #: Records left in their spool file because they belong to another store or to a
+    #: session of another source (door); ``foreign_notes`` says which, why, and the
+    #: command that replays them where they belong. Not errors: nothing failed.
+    foreign: int = 0
+    foreign_notes: tuple[str, ...] = field(default=())
+    #: Records whose uid is stored with different content: moved to
+    #: ``<sid>.rejected.jsonl`` with the reason (counted in ``kept`` too).
+    conflicts: int = 0
 
     def __add__(self, other: ReplayReport) -> ReplayReport:
         return ReplayReport(
@@ -113,6 +169,9 @@ class ReplayReport:
             self.kept + other.kept,
             self.errors + other.errors,
             self.blocked or other.blocked,
+            self.foreign + other.foreign,
+            self.foreign_notes + other.foreign_notes,
+            self.conflicts + other.conflicts,
         )
 
 
@@ -163,6 +222,7 @@ class _Candidate:
     derived: bool  # the uid was derived here (the record had none)
     message: dict[str, Any]
     key: Key
+    record: spool.SpoolRecord
 
 
 def _derived_uid(session_id: str, key: Key, occurrence: int) -> str:
@@ -196,15 +256,15 @@ def storable_row(session_id: str, message: dict[str, Any]) -> dict[str, Any]:
 
 
 def _plan(
-    session_id: str, contents: spool.SpoolContents
+    session_id: str, records: Sequence[spool.SpoolRecord], rejected: Sequence[spool.RejectedLine]
 ) -> tuple[list[_Candidate], list[spool.RejectedLine], int]:
     """Validate records and collapse repeats; returns candidates, kept lines, repeats."""
     candidates: list[_Candidate] = []
-    kept = list(contents.rejected)
+    kept = list(rejected)
     seen: set[str] = set()
     occurrences: dict[Key, int] = {}
     repeats = 0
-    for record in contents.records:
+    for record in records:
         message = dict(record.message)
         if message.get("timestamp") is None and record.fallback_timestamp is not None:
             message["timestamp"] = record.fallback_timestamp
@@ -234,29 +294,94 @@ def _plan(
             continue
         seen.add(uid)
         message["uid"] = uid
-        candidates.append(_Candidate(uid, derived, message, key))
+        candidates.append(_Candidate(uid, derived, message, key, record))
     kept.sort(key=lambda line: line.line_no)
     return candidates, kept, repeats
 
 
-def _insert_new(
-    session_id: str, candidates: list[_Candidate], source: str
-) -> Callable[[UnitOfWork], int]:
-    """The replayable unit: returns how many candidates were already stored."""
+@dataclass(frozen=True)
+class _Outcome:
+    """What the replay unit decided inside its transaction."""
 
-    def work(uow: UnitOfWork) -> int:
-        started = min(
-            (c.message["timestamp"] for c in candidates if c.message.get("timestamp")),
-            default=None,
-        )
-        uow.sessions.ensure(session_id, source=source, started_at=started)
+    already: int  # candidates stored already (same uid, same content; or the overlap)
+    conflicts: dict[str, str]  # uid -> why: stored with different content
+    other_door: dict[str, str]  # uid -> why: the session here is of another source
+
+
+#: The source a plain writer gives its records (``TranscriptWriter``'s default): such
+#: a record goes into a session of any source, as the writer's direct writes do.
+_PLAIN_SOURCE = "cli"
+
+
+def _content(key: Key) -> Key:
+    """The part of a dedup key that is the message's content (not its time)."""
+    return key[:-1]
+
+
+def _stored_content(uow: UnitOfWork, session_id: str, uids: list[str]) -> dict[str, Key]:
+    out: dict[str, Key] = {}
+    for at in range(0, len(uids), 500):
+        chunk = uids[at : at + 500]
+        rows = uow.connection.execute(
+            select(_m.c.uid, *_KEY_COLUMNS[:-1]).where(
+                _m.c.session_id == session_id, _m.c.uid.in_(chunk)
+            )
+        ).all()
+        out.update({row[0]: tuple(row[1:]) for row in rows})
+    return out
+
+
+def _insert_new(session_id: str, candidates: list[_Candidate]) -> Callable[[UnitOfWork], _Outcome]:
+    """The replayable unit: inserts what is new, and says what it left out."""
+
+    def work(uow: UnitOfWork) -> _Outcome:
+        state = uow.sessions.source_and_extra(session_id, lock=True)
+        # A door's record goes only into a session of its own source; a session the
+        # replay creates gets the source its writer recorded (a door finds it again).
+        door_sources = [
+            c.record.source
+            for c in candidates
+            if c.record.source and c.record.source != _PLAIN_SOURCE
+        ]
+        source = state[0] if state is not None else next(iter(door_sources), _PLAIN_SOURCE)
+        other_door = {
+            c.uid: (
+                f"written for a session of source {c.record.source!r}; session "
+                f"{session_id!r} of this store is of source {source!r}"
+            )
+            for c in candidates
+            if c.record.source and c.record.source not in (_PLAIN_SOURCE, source)
+        }
+        usable = [c for c in candidates if c.uid not in other_door]
+        if not usable:
+            return _Outcome(0, {}, other_door)
+        if state is None:
+            started = min(
+                (c.message["timestamp"] for c in usable if c.message.get("timestamp")),
+                default=None,
+            )
+            uow.sessions.ensure(session_id, source=source, started_at=started)
         stored = uow.messages.uids(session_id)
+        # A record whose uid is stored is a duplicate only if the stored row says the
+        # same (compared as the codec stores it): else it is another message under a
+        # reused uid, kept aside, never silently dropped.
+        again = [c for c in usable if c.uid in stored]
+        conflicts: dict[str, str] = {}
+        if again:
+            have = _stored_content(uow, session_id, [c.uid for c in again])
+            for c in again:
+                if c.uid in have and have[c.uid] != _content(c.key):
+                    conflicts[c.uid] = (
+                        f"uid {c.uid!r} is stored in session {session_id!r} with different "
+                        "content; a uid names one message: give this one its own uid"
+                    )
+        usable = [c for c in usable if c.uid not in conflicts]
         skip: set[str] = set()
-        if any(c.derived for c in candidates):
-            skip = _overlap_skip(uow, session_id, candidates)
-        new = [c.message for c in candidates if c.uid not in stored and c.uid not in skip]
+        if any(c.derived for c in usable):
+            skip = _overlap_skip(uow, session_id, usable)
+        new = [c.message for c in usable if c.uid not in stored and c.uid not in skip]
         uow.messages.append_many(session_id, new)
-        return len(candidates) - len(new)
+        return _Outcome(len(usable) - len(new), conflicts, other_door)
 
     return work
 
@@ -285,6 +410,129 @@ def _overlap_skip(uow: UnitOfWork, session_id: str, candidates: list[_Candidate]
     return {c.uid for c in candidates[:k]}
 
 
+#: ``adopt`` value for records of an older version that name no store.
+ADOPT_LEGACY = "legacy"
+
+
+def identity_of(store: WriteCore) -> StoreIdentity:
+    """The identity of the store a replay writes into, as its ``state_meta`` says now
+    (read again: an id made or a ``copied_from`` recorded since the open counts). If it
+    cannot be read, the one the store read at its open; with neither, the error is
+    raised: which records belong here cannot be told, so none is replayed."""
+    database = getattr(store, "database", store)
+    cached = getattr(store, "store_identity", None)
+    if not isinstance(database, Database):
+        if isinstance(cached, StoreIdentity):
+            return cached
+        return StoreIdentity(None, sqlite_target(store.path), store.backend.is_file)
+    try:
+        return read_identity(database)
+    except HermesRepoError:
+        if isinstance(cached, StoreIdentity):
+            return cached
+        raise
+
+
+def _same_target(a: str | None, b: str | None) -> bool:
+    key = target_key(a)
+    return key is not None and key == target_key(b)
+
+
+def belongs_here(
+    owner: spool.SpoolOwner,
+    here: StoreIdentity,
+    *,
+    spooled_at: float,
+    adopt: frozenset[str] = frozenset(),
+) -> str | None:
+    """None when a record of ``owner`` may be replayed into the store ``here``; else why
+    not. The rule (see the module docstring): a record naming a store id goes only into
+    that store (or one that adopts it); one naming only a target, into a store at that
+    target; one naming neither (an older version's), only into a SQLite store, and never
+    into one created after its file was last written."""
+    if owner.store_id:
+        if owner.store_id == here.store_id or owner.store_id in adopt:
+            return None
+        if here.store_id:
+            mine = f"store {here.store_id}"
+        elif here.created_at == math.inf:
+            mine = "the new store an open here would create"
+        else:
+            mine = "this store (no id yet)"
+        if _same_target(owner.target, here.target):
+            return (
+                f"belongs to store {owner.store_id}, which was at {owner.target}; the file "
+                f"there now is {mine} (moved or replaced): put that store's file back and "
+                "recover, or adopt them into a store copied from it"
+            )
+        at = f" at {owner.target}" if owner.target else ""
+        return f"belongs to store {owner.store_id}{at}, not {mine}"
+    if owner.target:
+        if _same_target(owner.target, here.target):
+            return None
+        return f"was spooled for the store at {owner.target}, not this one ({here.target})"
+    if ADOPT_LEGACY in adopt:
+        return None
+    if not here.is_file:
+        return (
+            "was spooled by an older version, which did not record its store; a server "
+            "never replays such records unless told to (--adopt legacy)"
+        )
+    if here.created_at is not None and spooled_at < here.created_at:
+        return (
+            "was spooled by an older version (no store recorded) before this store was "
+            "created, so it belongs to another store (the server this home's agent used?)"
+        )
+    return None
+
+
+def why_not_here(owner: spool.SpoolOwner, here: StoreIdentity, *, spooled_at: float) -> str | None:
+    """:func:`belongs_here` for a report that did not read the store's id (a server's,
+    when the report does not connect): a record naming a store id is then placed by
+    its target."""
+    if owner.store_id and here.store_id is None and not here.is_file:
+        key = target_key(owner.target)
+        if key is not None and key == target_key(here.target):
+            return None
+        return f"belongs to store {owner.store_id} at {owner.target}"
+    return belongs_here(owner, here, spooled_at=spooled_at)
+
+
+def replay_command(owner: spool.SpoolOwner, here: StoreIdentity, path: Path) -> str | None:
+    """The command that replays records of ``owner`` (in the spool file ``path``)
+    where they belong (None: unknown).
+
+    A record of a store this one was copied from is adopted here; one whose store is
+    elsewhere is replayed by that store; an older version's record by the operator who
+    knows its store (``--adopt legacy`` on that store)."""
+    home = path.parent.parent
+    if owner.store_id and owner.store_id in here.copied_from:
+        command = target_display_command(
+            here.target, f"pending recover --adopt {owner.store_id}", home=home
+        )
+    elif owner.target and not (owner.store_id and _same_target(owner.target, here.target)):
+        command = target_display_command(owner.target, "pending recover", home=home)
+    elif owner.known:
+        command = None
+    elif here.is_file and here.created_at == math.inf:
+        # No store file in this home: the records are most likely those of the server
+        # the home's agent used; only the operator knows its URL.
+        command = (
+            f"hermes-repo --home {shlex.quote(str(home))} --url URL pending recover "
+            f"--adopt {ADOPT_LEGACY}"
+        )
+    else:
+        command = target_display_command(
+            here.target, f"pending recover --adopt {ADOPT_LEGACY}", home=home
+        )
+    return None if command is None else command.replace("{file}", shlex.quote(str(path)))
+
+
+def _foreign_note(name: str, count_: int, reason: str, command: str | None) -> str:
+    fix = f"; to replay it: `{command}`" if command else ""
+    return f"{name}: {count_} record(s) kept: {reason}{fix}"
+
+
 def replay_file(
     store: WriteCore,
     session_id: str,
@@ -292,27 +540,46 @@ def replay_file(
     *,
     raise_errors: bool = False,
     name: str | None = None,
+    here: StoreIdentity | None = None,
+    adopt: frozenset[str] = frozenset(),
 ) -> ReplayReport:
     """Replay one session's spool file (see the module docstring); ``name``: a file
-    of the session other than its current name (one the previous version spooled).
+    of the session other than its current name (one the previous version spooled);
+    ``here``: this store's identity (read from the store when None); ``adopt``: store
+    ids (or :data:`ADOPT_LEGACY`) whose records this replay takes as its own.
 
+    Records of another store or of another door's session stay in the file (byte for
+    byte when nothing else in it is replayed) and are named in ``foreign_notes``.
     Database trouble does not raise: the file is kept and named in ``errors``; with
     ``raise_errors`` the library error itself is raised instead (the file is kept all
     the same). Unsafe or unreadable spool files raise ``UnsafePathError`` / ``OSError``.
     """
     home = store.home
     name = name or spool.pending_name(session_id)
+    if here is None:
+        here = identity_of(store)
     with spool.spool_lock(home, name):
         contents = spool.read_spool(home, name, session_id=session_id)
         if contents is None:
             return ReplayReport()  # another process recovered it while we waited
-        candidates, kept, repeats = _plan(session_id, contents)
-        # A session created by the replay gets the source its writer recorded (a
-        # framework door must find its own session again), else the default.
-        source = next((r.source for r in contents.records if r.source), "cli")
-        unit = _insert_new(session_id, candidates, source)
+        mine: list[spool.SpoolRecord] = []
+        # (record, why, whether another store replays it: not so for a door's record
+        # kept out of this store's session of another source)
+        elsewhere: list[tuple[spool.SpoolRecord, str, bool]] = []
+        for record in contents.records:
+            why = belongs_here(record.owner, here, spooled_at=contents.mtime, adopt=adopt)
+            if why is None:
+                mine.append(record)
+            else:
+                elsewhere.append((record, why, True))
+        if elsewhere and not mine:
+            # Nothing here to replay: the file stays exactly as it is, bad lines and
+            # all, for the store it belongs to.
+            return _foreign_report(home, name, elsewhere, here, len(contents.rejected))
+        candidates, kept, repeats = _plan(session_id, mine, contents.rejected)
+        unit = _insert_new(session_id, candidates)
         try:
-            already = store.write(unit, policy) if candidates else 0
+            outcome = store.write(unit, policy) if candidates else _Outcome(0, {}, {})
         except HermesRepoError as exc:
             if raise_errors:
                 raise
@@ -337,34 +604,83 @@ def replay_file(
                 errors=(reason,),
                 blocked=blocked,
             )
+        by_uid = {c.uid: c for c in candidates}
+        for uid, why in outcome.other_door.items():
+            elsewhere.append((by_uid[uid].record, why, False))
+        for uid, why in outcome.conflicts.items():
+            record = by_uid[uid].record
+            kept.append(spool.RejectedLine(record.line_no, record.raw, why))
+        kept.sort(key=lambda line: line.line_no)
         if kept:
-            keep_rejected(
-                home,
-                session_id,
-                [
-                    dumps(
-                        {
-                            "_rejected": k.reason,
-                            "from": name,
-                            "line": k.line_no,
-                            "raw": k.raw.decode("utf-8", "surrogateescape"),
-                        }
-                    ).encode("utf-8")
-                    for k in kept
-                ],
-            )
-            log.warning(
-                "%d unusable line(s) of %s moved to %s%s (first: line %d, %s)",
-                len(kept),
-                name,
-                session_id,
-                spool.REJECTED_SUFFIX,
-                kept[0].line_no,
-                kept[0].reason,
-            )
-        spool.remove_file(home, name)
-    inserted = len(candidates) - already
-    return ReplayReport(files=1, inserted=inserted, duplicates=already + repeats, kept=len(kept))
+            _keep_lines(home, session_id, name, kept, here)
+        stay = sorted(elsewhere, key=lambda pair: pair[0].line_no)
+        spool.keep_only(home, name, [record.raw for record, _, _ in stay])
+    inserted = len(candidates) - outcome.already - len(outcome.conflicts) - len(outcome.other_door)
+    report = ReplayReport(
+        files=1,
+        inserted=inserted,
+        duplicates=outcome.already + repeats,
+        kept=len(kept),
+        conflicts=len(outcome.conflicts),
+    )
+    if stay:
+        report += _foreign_report(home, name, stay, here, 0, files=0)
+    return report
+
+
+def _foreign_report(
+    home: os.PathLike[str] | str,
+    name: str,
+    elsewhere: list[tuple[spool.SpoolRecord, str, bool]],
+    here: StoreIdentity,
+    bad_lines: int,
+    *,
+    files: int = 1,
+) -> ReplayReport:
+    groups: dict[tuple[str, str | None], int] = {}
+    path = spool.sessions_dir(home) / name
+    for record, why, movable in elsewhere:
+        key = (why, replay_command(record.owner, here, path) if movable else None)
+        groups[key] = groups.get(key, 0) + 1
+    notes = tuple(_foreign_note(name, n, why, cmd) for (why, cmd), n in groups.items())
+    for note in notes:
+        log.warning("pending transcript %s", note)
+    return ReplayReport(files=files, foreign=len(elsewhere), foreign_notes=notes, kept=bad_lines)
+
+
+def _keep_lines(
+    home: os.PathLike[str] | str,
+    session_id: str,
+    name: str,
+    kept: list[spool.RejectedLine],
+    here: StoreIdentity,
+) -> None:
+    where = spool.SpoolOwner(here.store_id, here.target).fields()
+    keep_rejected(
+        home,
+        session_id,
+        [
+            dumps(
+                {
+                    "_rejected": k.reason,
+                    "from": name,
+                    "line": k.line_no,
+                    "raw": k.raw.decode("utf-8", "surrogateescape"),
+                    **where,
+                }
+            ).encode("utf-8")
+            for k in kept
+        ],
+    )
+    log.warning(
+        "%d unusable line(s) of %s moved to %s%s (first: line %d, %s)",
+        len(kept),
+        name,
+        session_id,
+        spool.REJECTED_SUFFIX,
+        kept[0].line_no,
+        kept[0].reason,
+    )
 
 
 def keep_rejected(home: os.PathLike[str] | str, session_id: str, lines: list[bytes]) -> None:
@@ -388,8 +704,14 @@ def replay_pending(
     *,
     session_id: str | None = None,
     policy: RetryPolicy | None = None,
+    adopt: Sequence[str] = (),
 ) -> ReplayReport:
-    """Replay every spool file of the store (or only ``session_id``'s)."""
+    """Replay every spool file of the store (or only ``session_id``'s).
+
+    ``adopt``: ids of stores this one was copied from (its ``copied_from``) whose
+    records it takes as its own, or :data:`ADOPT_LEGACY` for records of an older version
+    that name no store; an id this store was not copied from is refused.
+    """
     report = ReplayReport()
     if session_id is not None:
         names = spool.existing_names(store.home, session_id)
@@ -412,6 +734,11 @@ def replay_pending(
             ),
         )
         names, sids = [names[i] for i in order], [sids[i] for i in order]
+    folder = spool.sessions_dir(store.home)
+    if not adopt and not any(os.path.lexists(folder / name) for name in names):
+        return report  # nothing to replay: the store's identity need not be read
+    here = identity_of(store)
+    adopted = _check_adopt(here, adopt)
     for n, (name, sid) in enumerate(zip(names, sids, strict=True)):
         if sid is None:
             report += ReplayReport(
@@ -420,7 +747,7 @@ def replay_pending(
             )
             continue
         try:
-            one = replay_file(store, sid, policy, name=name)
+            one = replay_file(store, sid, policy, name=name, here=here, adopt=adopted)
         except Exception as exc:
             # An unsafe or unreadable file, or anything else about this one file:
             # report it, go on with the others (bad data never stops the loop).
@@ -438,3 +765,15 @@ def replay_pending(
             )
             break
     return report
+
+
+def _check_adopt(here: StoreIdentity, adopt: Sequence[str]) -> frozenset[str]:
+    for store_id in adopt:
+        if store_id != ADOPT_LEGACY and store_id not in here.copied_from:
+            listed = ", ".join(here.copied_from) or "no store"
+            raise ConfigurationError(
+                f"this store ({here.target}) was not copied from store {store_id} (it was "
+                f"copied from {listed}); its spool records are replayed by that store: run "
+                "`hermes-repo pending list` to see the command for each file"
+            )
+    return frozenset(adopt)

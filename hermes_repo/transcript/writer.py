@@ -27,6 +27,7 @@ written (or spooled) in order.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import logging
 import math
@@ -38,10 +39,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import select
+from sqlalchemy.engine import Connection
+
 from ..arguments import message_list
 from ..codec import check_server_text, dumps, escape_surrogates, message_to_row, new_uid
-from ..database import WriteCore
-from ..engine import default_home
+from ..database import Database, WriteCore
+from ..engine import DB_NAME, db_path_for_home, default_home
+from ..engine_pg import resolve_url
 from ..errors import (
     ConfigurationError,
     ErrorKind,
@@ -51,6 +56,8 @@ from ..errors import (
     describe,
 )
 from ..ids import validate_session_id
+from ..models import messages_table
+from ..provenance import StoreIdentity, database_target, sqlite_target, url_target
 from ..repositories import MessageRepository
 from ..retry import TRANSCRIPT_POLICY, RetryPolicy
 from . import spool
@@ -118,6 +125,14 @@ class TranscriptWriter:
     A message is stored as it was at the flush that first accepted it: once its uid is
     committed (or spooled), later changes to the dict are not written again. Rewrites
     of stored messages go through the repair path (``load_conversation(repair=True)``).
+    Another dict under a uid that is already durable is the same message when its
+    content (as the codec stores it) is the same, a no-op; with other content it is
+    rejected (``FlushResult.rejections``, kept in ``<sid>.rejected.jsonl``), never
+    dropped with ``ok``.
+
+    Spool records name the store they belong to (its ``store_id`` and target; without
+    a store, ``target``: the URL or SQLite file the failed open tried, by default
+    ``$HERMES_REPO_URL`` else ``<home>/state.db``), so only that store replays them.
     """
 
     def __init__(
@@ -128,6 +143,7 @@ class TranscriptWriter:
         *,
         write_budget_s: float | None = None,
         source: str = "cli",
+        target: str | os.PathLike[str] | None = None,
     ) -> None:
         self.session_id = validate_session_id(session_id)
         if home is None:
@@ -148,7 +164,32 @@ class TranscriptWriter:
         self._committed: set[str] | None = None  # loaded at the first flush with a store
         self._spooled: set[str] = set()  # uids this writer put in a spool file
         self._kept: set[bytes] = set()  # rejected-file lines this writer wrote
+        # uid -> (the dict this writer made durable, its content as the store keeps it):
+        # a later message under the same uid is the same message only if its content
+        # is the same (a dict changed in place after its flush is, as documented, not
+        # written again).
+        self._seen: dict[str, tuple[dict[str, Any], bytes]] = {}
+        # Spool files of this session that hold only another store's (or door's)
+        # records, by (name -> size, mtime): not replayed again until they change.
+        self._foreign: dict[str, tuple[int, int]] = {}
+        self._target = _target_of(self.home, target) if store is None else None
         self._lock = threading.Lock()
+
+    @property
+    def owner(self) -> spool.SpoolOwner:
+        """The store this writer's spool records name: its store's id and target, or,
+        without a store, the target it was given (``target``: the URL or SQLite file
+        the failed open tried; default ``$HERMES_REPO_URL``, else ``<home>/state.db``)."""
+        store = self.store
+        if store is None:
+            return spool.SpoolOwner(None, self._target)
+        identity = getattr(store, "store_identity", None)
+        if isinstance(identity, StoreIdentity):
+            return spool.SpoolOwner(identity.store_id, identity.target)
+        database = getattr(store, "database", store)
+        if isinstance(database, Database):
+            return spool.SpoolOwner(None, database_target(database))
+        return spool.SpoolOwner(None, sqlite_target(store.path))
 
     @property
     def pending_path(self) -> Path:
@@ -213,6 +254,9 @@ class TranscriptWriter:
                 failure = exc
         todo = []
         index = {id(m): i for i, m in enumerate(messages)}
+        usable, taken = self._same_as_before(store, usable, committed)
+        for message, reason in taken:
+            refuse(index[id(message)], message["uid"], reason, message)
         todo_in, reused = self._not_durable(usable, committed)
         for message in reused:
             refuse(
@@ -224,6 +268,7 @@ class TranscriptWriter:
             )
         # A server's text cannot hold U+0000: such a message could never be replayed.
         server_text = store is not None and not store.backend.is_file
+        digests: dict[str, bytes] = {}
         for message in todo_in:
             try:
                 row = message_to_row(self.session_id, message)
@@ -232,6 +277,11 @@ class TranscriptWriter:
             except IntegrityViolation as exc:
                 refuse(index[id(message)], message["uid"], str(exc), message)
                 continue
+            except RecursionError:  # the codec's net for a value too deep to walk
+                reason = "a value nested too deeply to be stored; flatten it"
+                refuse(index[id(message)], message["uid"], reason, message)
+                continue
+            digests[message["uid"]] = _digest(row)
             todo.append(message)
         rejections.sort(key=lambda r: r.index)
         refused.sort(key=lambda pair: pair[0].index)  # the file keeps the list's order
@@ -246,6 +296,10 @@ class TranscriptWriter:
             )
         else:
             result = self._write(store, todo, committed, failure)
+        durable = {*result.written_uids, *result.spooled_uids}
+        for message in todo:
+            if message["uid"] in durable:
+                self._seen[message["uid"]] = (message, digests[message["uid"]])
         if not rejections:
             return result
         log.warning(
@@ -269,19 +323,23 @@ class TranscriptWriter:
         committed: set[str],
         failure: Exception | None,
     ) -> FlushResult:
-        backlog = [
-            name
-            for name in spool.existing_names(self.home, self.session_id)
-            if os.path.lexists(spool.sessions_dir(self.home) / name)
-        ]
+        backlog = [name for name in spool.existing_names(self.home, self.session_id)]
+        backlog = [name for name in backlog if self._backlog_stat(name) is not None]
         if failure is None and backlog:
             # A backlog of this session (spooled by us, or left by a crashed process,
             # maybe under the previous version's file name) goes in first, oldest file
-            # first, so rows keep the conversation's order.
+            # first, so rows keep the conversation's order. Records of another store
+            # or door stay in their file (see replay_file); such a file is not read
+            # again by this writer until it changes.
             try:
                 for name in backlog:
-                    replay_file(store, self.session_id, self.policy, raise_errors=True, name=name)
-                self._spooled.clear()  # everything spooled so far is committed now
+                    report = replay_file(
+                        store, self.session_id, self.policy, raise_errors=True, name=name
+                    )
+                    after = self._backlog_stat(name)
+                    if report.foreign and after is not None:
+                        self._foreign[name] = after
+                self._spooled.clear()  # everything of ours spooled so far is committed now
                 committed = self._committed_uids(store, reload=True)
             except Exception as exc:
                 failure = exc
@@ -295,6 +353,83 @@ class TranscriptWriter:
             return FlushResult(len(written), 0, written_uids=tuple(written))
         rest = [m for m in todo if m["uid"] not in committed]
         return self._spool(rest, written, failure, store)
+
+    def _same_as_before(
+        self, store: WriteCore | None, messages: list[dict[str, Any]], committed: set[str]
+    ) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any], str]]]:
+        """The messages still to store (committed ones left out, as
+        :meth:`_not_durable` would), and those under a uid already durable (committed or
+        spooled) with *other* content, with the reason: storing nothing for them and
+        answering ``ok`` would lose them silently. Content compares as the codec stores
+        it. The dict this writer made durable is the message itself (fast path: one
+        lookup per message on every flush)."""
+        keep: list[dict[str, Any]] = []
+        taken: list[tuple[dict[str, Any], str]] = []
+        ask: dict[str, tuple[dict[str, Any], bytes]] = {}
+        seen = self._seen
+        spooled = self._spooled
+        for message in messages:
+            uid = message["uid"]
+            before = seen.get(uid)
+            if before is not None and before[0] is message:
+                if uid not in committed:
+                    keep.append(message)  # spooled, not committed yet: tried again
+                continue
+            if uid not in committed and uid not in spooled:
+                keep.append(message)
+                continue
+            try:
+                digest = _digest(message_to_row(self.session_id, message))
+            except (IntegrityViolation, RecursionError) as exc:
+                taken.append((message, _reused(uid, self.session_id, f" ({exc})")))
+                continue
+            if before is None and uid in committed:
+                ask[uid] = (message, digest)  # stored by another writer: ask the store
+            elif before is None or before[1] == digest:
+                seen[uid] = (message, digest)
+                if uid not in committed:
+                    keep.append(message)
+            else:
+                taken.append((message, _reused(uid, self.session_id)))
+        if ask and store is not None:
+            try:
+                stored = self._stored_digests(store, list(ask))
+            except Exception:  # cannot tell now: durable as before, asked again next time
+                stored = {}
+            for uid, digest in stored.items():
+                message, mine = ask[uid]
+                if digest == mine:
+                    seen[uid] = (message, digest)
+                else:
+                    taken.append((message, _reused(uid, self.session_id)))
+        return keep, taken
+
+    def _stored_digests(self, store: WriteCore, uids: list[str]) -> dict[str, bytes]:
+        sid = self.session_id
+
+        def read(conn: Connection) -> dict[str, bytes]:
+            out: dict[str, bytes] = {}
+            for at in range(0, len(uids), 500):
+                rows = conn.execute(
+                    select(messages_table.c.uid, *_CONTENT_COLUMNS).where(
+                        messages_table.c.session_id == sid,
+                        messages_table.c.uid.in_(uids[at : at + 500]),
+                    )
+                ).all()
+                out.update({row[0]: _digest_of(tuple(row[1:])) for row in rows})
+            return out
+
+        return store.read(read, self.policy)
+
+    def _backlog_stat(self, name: str) -> tuple[int, int] | None:
+        """(size, mtime) of a spool file of this session to replay; None when it does
+        not exist or holds only records this writer found foreign and is unchanged."""
+        try:
+            st = os.lstat(spool.sessions_dir(self.home) / name)
+        except OSError:
+            return None
+        stat = (st.st_size, st.st_mtime_ns)
+        return None if self._foreign.get(name) == stat else stat
 
     def _not_durable(
         self, messages: list[dict[str, Any]], committed: set[str]
@@ -321,7 +456,8 @@ class TranscriptWriter:
         """Keep refused messages in ``<sid>.rejected.jsonl``; an error text if that failed."""
         if not refused:
             return None
-        lines = [_rejected_line(r.reason, m) for r, m in refused]
+        where = self.owner.fields()
+        lines = [_rejected_line(r.reason, m, where) for r, m in refused]
         fresh = [line for line in lines if line not in self._kept]
         if not fresh:
             return None  # refused again by a later flush: kept already
@@ -368,9 +504,14 @@ class TranscriptWriter:
         try:
             if fresh:
                 spool.append_messages(
-                    self.home, self.session_id, fresh, suffix=suffix, source=self.source
+                    self.home,
+                    self.session_id,
+                    fresh,
+                    suffix=suffix,
+                    source=self.source,
+                    owner=self.owner,
                 )
-        except (OSError, ValueError, TypeError, HermesRepoError) as exc:
+        except (OSError, ValueError, TypeError, RecursionError, HermesRepoError) as exc:
             error = f"{cause}; and the spool file {target} could not be written: {exc}"
             log.error(
                 "transcript of session %s: %d message(s) are only in memory: %s",
@@ -412,6 +553,60 @@ class TranscriptWriter:
         return f"TranscriptWriter(session_id={self.session_id!r}, {mode})"
 
 
+#: The columns that make a message's content (its time and uid do not).
+_CONTENT_NAMES = ("role", "content", "content_parts", "tool_name", "tool_calls", "tool_call_id")
+_CONTENT_COLUMNS = tuple(messages_table.c[name] for name in _CONTENT_NAMES)
+
+
+def _content_of(row: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple(row[name] for name in _CONTENT_NAMES)
+
+
+def _digest_of(values: tuple[Any, ...]) -> bytes:
+    """16 bytes standing for a message's content columns (text or None each): each
+    value length-prefixed, so no two different tuples share an input."""
+    h = hashlib.blake2b(digest_size=16)
+    for value in values:
+        if value is None:
+            h.update(b"-")
+        else:
+            data = str(value).encode("utf-8", "surrogatepass")
+            h.update(b"%d:" % len(data))
+            h.update(data)
+    return h.digest()
+
+
+def _digest(row: dict[str, Any]) -> bytes:
+    """The content of a message row, as the store keeps it, in 16 bytes."""
+    return _digest_of(_content_of(row))
+
+
+def _reused(uid: str, session_id: str, detail: str = "") -> str:
+    return (
+        f"uid {uid!r} is already stored (or spooled) in session {session_id!r} for a "
+        f"message with different content{detail}; a uid names one message: give this "
+        "one its own uid (or leave uid out)"
+    )
+
+
+def _target_of(home: Path, target: str | os.PathLike[str] | None) -> str:
+    """The target fingerprint of what a writer without a store was trying to open."""
+    if target is not None:
+        text = os.fspath(target)
+        if "://" in text:
+            return url_target(text)
+        path = Path(text)
+        return sqlite_target(path / DB_NAME if path.is_dir() else path)
+    try:
+        server = resolve_url(None)
+    except HermesRepoError as exc:
+        log.warning("spool records name the home's SQLite file: %s", exc)
+        server = None
+    if server is not None:
+        return url_target(server.url)
+    return sqlite_target(db_path_for_home(home))
+
+
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
     try:
         return bool(a == b)
@@ -423,12 +618,12 @@ def _repr_value(value: Any) -> dict[str, str]:
     return {"__repr__": repr(value)}
 
 
-def _rejected_line(reason: str, message: Any) -> bytes:
-    """A refused message with its reason as one line: JSON where JSON can say it
-    (lone surrogates escaped, big integers as Python's JSON writes them), NaN, infinities
-    and other values JSON cannot say as ``{"__repr__": ...}``; the whole message's repr
-    when even that fails."""
-    record: dict[str, Any] = {"_rejected": reason}
+def _rejected_line(reason: str, message: Any, where: dict[str, str] | None = None) -> bytes:
+    """A refused message with its reason (and the store it was refused by: ``where``)
+    as one line: JSON where JSON can say it (lone surrogates escaped, big integers as
+    Python's JSON writes them), NaN, infinities and other values JSON cannot say as
+    ``{"__repr__": ...}``; the whole message's repr when even that fails."""
+    record: dict[str, Any] = {"_rejected": reason, **(where or {})}
     try:
         try:
             text = _json_line({**record, "message": message})

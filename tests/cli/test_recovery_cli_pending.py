@@ -54,6 +54,9 @@ def test_pending_recover_replays_and_reports(home: Path, cli: Cli) -> None:
         "inserted": 3,
         "duplicates": 0,
         "kept": 0,
+        "conflicts": 0,
+        "foreign": 0,
+        "foreign_notes": [],
         "errors": [],
     }
     assert [r["uid"] for r in stored(home, "alpha")] == uids

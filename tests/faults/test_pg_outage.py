@@ -100,9 +100,13 @@ def test_a_flush_while_the_server_is_down_spools_and_recovery_inserts_each_once(
         assert "s3cret-pw" not in str(refused.value)
         assert f"127.0.0.1:{cluster_up.port}" in str(refused.value)
         assert classify(refused.value) is ErrorKind.TRANSIENT
+        # Its records name the server it could not open (``target``): this store
+        # replays them; without it they would name the home's SQLite file and stay.
         lone = convo(2, start=100)
-        alone = TranscriptWriter(home, "s-no-store", None).flush(lone)
+        alone = TranscriptWriter(home, "s-no-store", None, target=secret).flush(lone)
         assert (alone.written, alone.spooled, alone.unsaved) == (0, 2, 0)
+        no_store = spool.sessions_dir(home) / spool.pending_name("s-no-store")
+        assert b"s3cret-pw" not in no_store.read_bytes()
 
         cluster_up.up()
         report = store.recover_pending()

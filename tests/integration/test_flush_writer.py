@@ -121,7 +121,11 @@ def test_without_a_store_everything_is_spooled_and_recovered_once(home: Path) ->
     lines = path.read_bytes().splitlines()
     assert len(lines) == 4  # each message appended once, not the whole list again
     record = json.loads(lines[0])
-    assert set(record) == {"_fallback_timestamp", "session_id", "source", "message"}
+    # Without a store the record names the store the writer would have opened (the
+    # URL in the environment, else the home's file), never a password.
+    assert set(record) == {"_fallback_timestamp", "session_id", "source", "target", "message"}
+    assert record["target"].startswith(("sqlite:", "postgresql"))
+    assert ":***@" not in record["target"]
     assert record["session_id"] == "offline"
     assert record["source"] == "cli"  # the writer's: a replay creating the session uses it
     assert record["message"]["uid"] == messages[0]["uid"]

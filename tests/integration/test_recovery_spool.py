@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from hermes_repo import RecoveryReport, StateStore
 from hermes_repo.transcript import spool
+from hermes_repo.transcript.replay import ADOPT_LEGACY
 from tests.support.processes import reaped
 from tests.support.spooling import check_store, pending_files, stored, write_spool
 
@@ -47,6 +48,13 @@ def wrapped(m: Msg, at: float = 1.0) -> Msg:
     return {"_fallback_timestamp": at, "message": m}
 
 
+def recover(store: StateStore, session_id: str | None = None) -> RecoveryReport:
+    """``store.recover_pending``, adopting records that name no store: these tests write
+    spool files by hand as an older version did, which a server replays only when told
+    to (a SQLite store that existed before the file takes them anyway)."""
+    return store.recover_pending(session_id, adopt=[ADOPT_LEGACY])
+
+
 def store_messages(store: StateStore, sid: str, messages: list[Msg]) -> None:
     def work(uow: Any) -> None:
         uow.sessions.ensure(sid)
@@ -65,7 +73,7 @@ def contents(home: Path, sid: str) -> list[str]:
 def test_records_with_uid_are_inserted_once_in_file_order(store: StateStore) -> None:
     store_messages(store, "s", [msg(0), msg(1)])
     write_spool(store.home, "s", [wrapped(msg(1)), msg(2), wrapped(msg(3)), wrapped(msg(2))])
-    report = store.recover_pending()
+    report = recover(store)
     assert report == RecoveryReport(files=1, inserted=2, duplicates=2, kept=0)
     assert contents(store.home, "s") == [f"message {i}" for i in range(4)]
     assert pending_files(store.home) == []
@@ -76,7 +84,7 @@ def test_records_without_uid_use_the_longest_stored_overlap(store: StateStore) -
     """The seed's case: the database took some writes the spool also holds."""
     store_messages(store, "s", [msg(i) for i in range(4)])
     write_spool(store.home, "s", [wrapped(msg(i, uid=False)) for i in range(2, 6)])
-    report = store.recover_pending()
+    report = recover(store)
     assert (report.inserted, report.duplicates) == (2, 2)
     assert contents(store.home, "s") == [f"message {i}" for i in range(6)]
 
@@ -85,7 +93,7 @@ def test_overlap_lines_up_when_uid_and_uidless_records_interleave(store: StateSt
     store_messages(store, "s", [msg(i) for i in range(4)])
     records = [wrapped(msg(i, uid=i % 2 == 0)) for i in range(1, 6)]
     write_spool(store.home, "s", records)
-    report = store.recover_pending()
+    report = recover(store)
     assert (report.inserted, report.duplicates) == (2, 3)
     assert contents(store.home, "s") == [f"message {i}" for i in range(6)]
 
@@ -97,7 +105,7 @@ def test_a_new_message_equal_to_an_old_one_but_later_is_not_a_duplicate(
     # Same role and text as message 0, but not the stored tail: a new message.
     again = msg(0, uid=False, ts=1_700_000_000.0)
     write_spool(store.home, "s", [wrapped(again)])
-    assert store.recover_pending().inserted == 1
+    assert recover(store).inserted == 1
 
 
 def kept_lines(path: Path) -> list[tuple[bytes, str, int]]:
@@ -118,7 +126,7 @@ def test_torn_and_invalid_lines_are_kept_byte_for_byte_with_reasons_never_fatal(
     bad_role = json.dumps(wrapped({"role": "wizard", "content": "x"})).encode() + b"\n"
     lines: list[Any] = [wrapped(msg(0)), bad_role, b"not json\n", wrapped(msg(1))]
     write_spool(store.home, "s", lines, raw_tail=torn)
-    report = store.recover_pending()
+    report = recover(store)
     assert (report.inserted, report.kept) == (2, 3)
     assert pending_files(store.home) == []
     rejected = store.home / "sessions" / "s.rejected.jsonl"
@@ -130,7 +138,7 @@ def test_torn_and_invalid_lines_are_kept_byte_for_byte_with_reasons_never_fatal(
     before = rejected.read_bytes()
     # A crash after the commit and before the delete: the same file again.
     write_spool(store.home, "s", lines, raw_tail=torn)
-    again = store.recover_pending()
+    again = recover(store)
     assert (again.inserted, again.duplicates, again.kept) == (0, 2, 3)
     assert rejected.read_bytes() == before  # not doubled
     assert contents(store.home, "s") == ["message 0", "message 1"]
@@ -138,7 +146,7 @@ def test_torn_and_invalid_lines_are_kept_byte_for_byte_with_reasons_never_fatal(
 
 def test_a_session_missing_from_the_database_is_created(store: StateStore) -> None:
     write_spool(store.home, "new-session", [wrapped(msg(5))])
-    assert store.recover_pending().inserted == 1
+    assert recover(store).inserted == 1
     with store.unit_of_work() as uow:
         session = uow.sessions.require("new-session")
         assert session.started_at == msg(5)["timestamp"]
@@ -148,7 +156,7 @@ def test_a_session_missing_from_the_database_is_created(store: StateStore) -> No
 def test_plain_records_without_timestamp_take_the_fallback_time(store: StateStore) -> None:
     plain = {"role": "user", "content": "no time"}
     write_spool(store.home, "s", [wrapped(plain, at=1234.5), plain])
-    assert store.recover_pending().inserted == 2
+    assert recover(store).inserted == 2
     assert stored(store.home, "s")[0]["timestamp"] == 1234.5
 
 
@@ -156,7 +164,7 @@ def test_files_with_invalid_session_names_are_never_replayed(store: StateStore) 
     folder = spool.sessions_dir(store.home)
     folder.mkdir(mode=0o700)
     (folder / "bad name.pending.jsonl").write_text(json.dumps(msg(0)) + "\n")
-    report = store.recover_pending()
+    report = recover(store)
     assert report.inserted == 0 and report.errors and "not a valid session id" in report.errors[0]
     assert (folder / "bad name.pending.jsonl").exists()
 
@@ -166,7 +174,7 @@ def test_open_without_recover_leaves_the_files(home: Path) -> None:
     with StateStore.open(home, recover=False) as store:
         assert store.last_recovery is None
         assert pending_files(home) == ["s.pending.jsonl"]
-        assert store.recover_pending("s").inserted == 1
+        assert recover(store, "s").inserted == 1
 
 
 def test_health_reports_pending_files_records_and_age(store: StateStore) -> None:
@@ -219,7 +227,7 @@ def test_property_any_stored_subset_and_any_spool_recover_exactly_once(
     ]
     tail = b'{"_fallback_timestamp": 1, "mess' if torn else b""
     write_spool(store.home, sid, lines, raw_tail=tail)
-    report = store.recover_pending(sid)
+    report = recover(store, sid)
     stored_uids = {m["uid"] for m in before}
     new_in_order = list(dict.fromkeys(transcript[i]["uid"] for i in picks))
     new_in_order = [u for u in new_in_order if u not in stored_uids]
@@ -229,7 +237,7 @@ def test_property_any_stored_subset_and_any_spool_recover_exactly_once(
     rows = [r["uid"] for r in stored(store.home, sid)]
     assert rows == [m["uid"] for m in before] + new_in_order
     write_spool(store.home, sid, lines, raw_tail=tail)
-    again = store.recover_pending(sid)
+    again = recover(store, sid)
     assert again.inserted == 0 and [r["uid"] for r in stored(store.home, sid)] == rows
 
 
@@ -263,11 +271,11 @@ def test_property_seed_cursor_spools_with_and_without_uid_replay_the_transcript(
         j2 = data.draw(st.integers(i, j))
         records = [wrapped(m) for m in transcript[i:j2]] + records
     write_spool(store.home, sid, records)
-    store.recover_pending(sid)
+    recover(store, sid)
     expected = [f"message {x}" for x in range(max(k, j))]
     assert contents(store.home, sid) == expected
     write_spool(store.home, sid, records)
-    assert store.recover_pending(sid).inserted == 0
+    assert recover(store, sid).inserted == 0
     assert contents(store.home, sid) == expected
 
 
@@ -328,7 +336,7 @@ def test_a_record_the_driver_cannot_bind_is_kept_not_blocking_the_file(
     unbindable = wrapped({"role": "tool", "content": "x", "tool_call_id": {"nested": 1}})
     infinite = b'{"role": "user", "content": "x", "timestamp": 1e400}\n'
     write_spool(store.home, "s", [wrapped(msg(0)), unbindable, infinite, wrapped(msg(1))])
-    report = store.recover_pending()
+    report = recover(store)
     assert (report.inserted, report.kept, report.errors) == (2, 2, ())
     assert pending_files(store.home) == []
     result = store.transcript_writer("w").flush([dict(unbindable["message"])])

@@ -6,8 +6,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ...provenance import StoreIdentity, peek_file_identity, url_target
 from ...transcript import spool
+from ...transcript.replay import why_not_here
 from .context import CheckResult, DoctorContext, Finding
+from .server_context import ServerContext
 
 __all__ = ["SpoolFacts", "check_spool"]
 
@@ -25,6 +28,9 @@ class SpoolFacts:
     rejected_lines: int = 0
     salvage_files: int = 0
     salvage_records: int = 0
+    #: Pending records that belong to another store (never replayed by this one).
+    other_store_files: int = 0
+    other_store_records: int = 0
     unreadable: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -43,9 +49,22 @@ class SpoolFacts:
             ("rejected", f"{self.rejected_files} file(s), {self.rejected_lines} line(s)"),
             ("salvage", f"{self.salvage_files} file(s), {self.salvage_records} record(s)"),
         ]
+        if self.other_store_files:
+            out.append(
+                (
+                    "other stores",
+                    f"{self.other_store_files} file(s), {self.other_store_records} record(s)",
+                )
+            )
         if self.unreadable:
             out.append(("unreadable", ", ".join(self.unreadable)))
         return out
+
+
+def _here(ctx: DoctorContext) -> StoreIdentity:
+    if isinstance(ctx, ServerContext):
+        return StoreIdentity(None, url_target(ctx.target.url), is_file=False)
+    return peek_file_identity(ctx.db_path)
 
 
 def check_spool(ctx: DoctorContext) -> CheckResult:
@@ -76,9 +95,50 @@ def check_spool(ctx: DoctorContext) -> CheckResult:
         salvage_records=sum(f.records for f in salvage),
         unreadable=[f"{f.name}: {f.error}" for f in (*pending, *rejected, *salvage) if f.error],
     )
+    here = _here(ctx)
+    unknown_files = unknown_records = 0
+    for f in pending:
+        elsewhere = unknown = 0
+        for owner, n in f.owners:
+            if why_not_here(owner, here, spooled_at=f.mtime) is None:
+                continue
+            if owner.known:
+                elsewhere += n
+            else:
+                unknown += n
+        facts.other_store_files += bool(elsewhere)
+        facts.other_store_records += elsewhere
+        unknown_files += bool(unknown)
+        unknown_records += unknown
     listing = ctx.command("hermes-repo pending list")
     findings: list[Finding] = []
-    if pending:
+    if facts.other_store_files:
+        findings.append(
+            Finding(
+                "pending-of-another-store",
+                "warning",
+                f"{facts.other_store_files} spool file(s) in {folder} hold "
+                f"{facts.other_store_records} message(s) of another store; this store never "
+                "replays them, so they wait for the store they belong to",
+                f"`{listing}` names each file's store and the command that replays it there",
+            )
+        )
+    if unknown_files:
+        findings.append(
+            Finding(
+                "pending-of-unknown-store",
+                "warning",
+                f"{unknown_files} spool file(s) in {folder} hold {unknown_records} message(s) "
+                "spooled by an older version, which did not record their store; this store "
+                "does not replay them by itself (a server never does; a SQLite store not "
+                "when it was created after them)",
+                "if they belong to this store, run "
+                f"`{ctx.command('hermes-repo pending recover --adopt legacy')}`; "
+                f"`{listing}` shows them",
+            )
+        )
+    mine = facts.pending_records - facts.other_store_records - unknown_records
+    if pending and mine > 0:
         findings.append(
             Finding(
                 "pending-transcripts",

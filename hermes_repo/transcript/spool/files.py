@@ -29,7 +29,7 @@ from typing import Any
 from ...errors import UnsafePathError
 from ...schema.sidefiles import flock_within
 from .names import PENDING_SUFFIX, pending_name, sessions_dir
-from .records import SpoolContents, encode_record, parse_spool, wrap
+from .records import SpoolContents, SpoolOwner, encode_record, parse_spool, wrap
 
 LOCK_SUFFIX = ".lock"
 
@@ -160,14 +160,16 @@ def append_messages(
     suffix: str = PENDING_SUFFIX,
     at: float | None = None,
     source: str | None = None,
+    owner: SpoolOwner | None = None,
 ) -> Path:
     """Wrap ``messages`` and append them to the session's spool file, under its lock
-    (``source``: the session's, recorded so a replay that creates it gives it that)."""
+    (``source``: the session's, recorded so a replay that creates it gives it that;
+    ``owner``: the store the records belong to, the only one that replays them)."""
     name = pending_name(session_id, suffix)
     when = time.time() if at is None else at
     # Encode before taking the lock or touching the file: a message that cannot be
     # encoded must fail the call without leaving half a batch on disk.
-    lines = [encode_record(wrap(m, when, session_id, source)) for m in messages]
+    lines = [encode_record(wrap(m, when, session_id, source, owner)) for m in messages]
     with spool_lock(home, name):
         return append_lines(home, name, lines)
 
@@ -209,3 +211,36 @@ def remove_file(home: str | os.PathLike[str], name: str) -> bool:
             return False
         os.fsync(dir_fd)
     return True
+
+
+_TMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def keep_only(home: str | os.PathLike[str], name: str, lines: Sequence[bytes]) -> None:
+    """Replace ``sessions/<name>`` by ``lines`` (each kept byte for byte), atomically;
+    the caller holds its lock. No lines: the file is deleted.
+
+    Used after a replay committed the records of a file that belong to this store,
+    when the file also holds records of another store (they stay for that one). The
+    new content goes to ``<name>.tmp``, is fsynced, then renamed over the file and the
+    folder fsynced: a crash leaves either the old file (its committed records are
+    found stored by uid at the next replay) or the new one, never half of either.
+    """
+    if not lines:
+        remove_file(home, name)
+        return
+    path = sessions_dir(home) / name
+    tmp = name + ".tmp"
+    data = b"".join(line + b"\n" for line in lines)
+    with _open_dir(home, create=False) as dir_fd:
+        if dir_fd is None:
+            return
+        fd = _open_in(dir_fd, tmp, _TMP_FLAGS, path.with_name(tmp))
+        try:
+            _check_regular(fd, path.with_name(tmp))
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        os.fsync(dir_fd)

@@ -16,6 +16,7 @@ from .names import (
     session_id_from_name,
     sessions_dir,
 )
+from .records import SpoolOwner
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,12 @@ class PendingFile:
     bad_lines: int = 0
     oldest_at: float | None = None  # oldest record's spool time (file mtime if unknown)
     error: str | None = None  # why the file could not be read
+    mtime: float = 0.0
+    #: The stores its records name, in file order, each once (an unknown owner:
+    #: records of an older version), with how many records name each.
+    owners: tuple[tuple[SpoolOwner, int], ...] = ()
+    #: The sources (doors) of the sessions its records were written for, each once.
+    sources: tuple[str, ...] = ()
 
     def age_s(self, now: float | None = None) -> float | None:
         """Seconds since the oldest record was spooled."""
@@ -66,6 +73,12 @@ def list_pending(
         if contents is None:
             continue  # recovered (deleted) since the listing
         oldest = contents.oldest_at
+        owners: dict[SpoolOwner, int] = {}
+        sources: dict[str, None] = {}
+        for record in contents.records:
+            owners[record.owner] = owners.get(record.owner, 0) + 1
+            if record.source:
+                sources[record.source] = None
         out.append(
             PendingFile(
                 name,
@@ -75,6 +88,9 @@ def list_pending(
                 records=len(contents.records),
                 bad_lines=len(contents.rejected),
                 oldest_at=oldest if oldest is not None else contents.mtime,
+                mtime=contents.mtime,
+                owners=tuple(owners.items()),
+                sources=tuple(sources),
             )
         )
     return out

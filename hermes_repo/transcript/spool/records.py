@@ -6,8 +6,15 @@
 
 Records carry their session id, and replay checks it against the file's: a record of
 another session is kept (rejected with the reason), never replayed into this one.
-Records without it (older versions) and plain message dicts (``{"role": ...}``, written
-by older tools) are read too.
+They also name the store they belong to: ``store_id`` (the store's id, see
+:mod:`hermes_repo.store_id`) when the writer knew it, and ``target`` (the fingerprint
+of the store's file or server, never a password) always; a replay writes a record only
+into that store. Records without them (older versions) and plain message dicts
+(``{"role": ...}``, written by older tools) are read too.
+
+A line that cannot be parsed, whatever the reason (bad JSON, nested deeper than the
+parser goes, too big for memory), is a rejected line with the reason: it never blocks
+the lines after it.
 """
 
 from __future__ import annotations
@@ -25,6 +32,33 @@ SESSION_KEY = "session_id"
 #: The source of the session the record was written for (a replay that creates the
 #: session gives it that source, so a framework door finds its own session again).
 SOURCE_KEY = "source"
+#: The id of the store the record belongs to (``state_meta`` key ``store_id``).
+STORE_KEY = "store_id"
+#: The fingerprint of the store's target (file path or server URL without password).
+TARGET_KEY = "target"
+
+
+@dataclass(frozen=True)
+class SpoolOwner:
+    """The store a spool record belongs to: its id when the writer knew it, and the
+    target the writer wrote to (or tried to open)."""
+
+    store_id: str | None = None
+    target: str | None = None
+
+    @property
+    def known(self) -> bool:
+        """The record names a store (False: written by an older version)."""
+        return bool(self.store_id or self.target)
+
+    def fields(self) -> dict[str, str]:
+        """The record keys that say it (none for an unknown owner)."""
+        out = {}
+        if self.store_id:
+            out[STORE_KEY] = self.store_id
+        if self.target:
+            out[TARGET_KEY] = self.target
+        return out
 
 
 @dataclass(frozen=True)
@@ -37,6 +71,7 @@ class SpoolRecord:
     raw: bytes
     session_id: str | None = None  # the session the record says it belongs to (None: older)
     source: str | None = None  # the session's source when the writer knew it (None: older)
+    owner: SpoolOwner = SpoolOwner()  # the store it belongs to (unknown: older)
 
 
 @dataclass(frozen=True)
@@ -76,15 +111,18 @@ def wrap(
     at: float | None = None,
     session_id: str | None = None,
     source: str | None = None,
+    owner: SpoolOwner | None = None,
 ) -> dict[str, Any]:
-    """The spool record of ``message``:
-    ``{"_fallback_timestamp": t, "session_id": sid, "source": s, "message": m}`` (no
-    ``session_id`` or ``source`` key when it is None)."""
+    """The spool record of ``message``: ``{"_fallback_timestamp": t, "session_id":
+    sid, "source": s, "store_id": id, "target": t, "message": m}`` (no key for what is
+    None)."""
     record: dict[str, Any] = {FALLBACK_KEY: time.time() if at is None else at}
     if session_id is not None:
         record[SESSION_KEY] = session_id
     if source is not None:
         record[SOURCE_KEY] = source
+    if owner is not None:
+        record.update(owner.fields())
     record["message"] = dict(message)
     return record
 
@@ -101,6 +139,12 @@ def parse_line(line_no: int, raw: bytes) -> SpoolRecord | RejectedLine:
         obj = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         return RejectedLine(line_no, raw, f"not valid JSON ({exc})")
+    except RecursionError:
+        return RejectedLine(
+            line_no, raw, "nested deeper than the JSON parser goes; no message is that deep"
+        )
+    except MemoryError:
+        return RejectedLine(line_no, raw, f"a line of {len(raw)} bytes does not fit in memory")
     if not isinstance(obj, dict):
         return RejectedLine(line_no, raw, f"a JSON {type(obj).__name__}, not an object")
     if FALLBACK_KEY in obj or "message" in obj:
@@ -111,6 +155,12 @@ def parse_line(line_no: int, raw: bytes) -> SpoolRecord | RejectedLine:
         if sid is not None and not isinstance(sid, str):
             return RejectedLine(line_no, raw, f"record session id is a {type(sid).__name__}")
         source = obj.get(SOURCE_KEY)
+        store_id, target = obj.get(STORE_KEY), obj.get(TARGET_KEY)
+        for key, value in ((STORE_KEY, store_id), (TARGET_KEY, target)):
+            if value is not None and not isinstance(value, str):
+                # Which store it belongs to cannot be told: replaying it anywhere
+                # could put it into another store.
+                return RejectedLine(line_no, raw, f"record {key} is a {type(value).__name__}")
         return SpoolRecord(
             line_no,
             message,
@@ -118,6 +168,7 @@ def parse_line(line_no: int, raw: bytes) -> SpoolRecord | RejectedLine:
             raw,
             sid,
             source if isinstance(source, str) else None,
+            SpoolOwner(store_id or None, target or None),
         )
     if "role" in obj:
         return SpoolRecord(line_no, obj, None, raw)
