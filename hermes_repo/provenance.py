@@ -43,10 +43,11 @@ from sqlalchemy.exc import ArgumentError
 
 from .codec import decode_text
 from .engine import select_driver
-from .errors import HermesRepoError
+from .errors import HermesRepoError, StoreFileReplacedError
 from .models import sessions_table
 from .repositories.meta import COPIED_FROM_KEY, CREATED_AT_KEY, STORE_ID_KEY, MetaRepository
 from .retry import RetryPolicy
+from .walcheck import refuse_removed_wal
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
@@ -234,6 +235,18 @@ def ensure_identity(database: Database, policy: RetryPolicy) -> StoreIdentity:
     return _from_meta(meta, target, is_file)
 
 
+def _may_peek(path: str) -> bool:
+    """False when even a read-only connection must not be made: the ``-wal`` was
+    removed under processes that still hold it (a connection would create a new one
+    and keep their writes from ever reaching the database; see
+    :func:`~hermes_repo.walcheck.refuse_removed_wal`)."""
+    try:
+        refuse_removed_wal(Path(path))
+    except StoreFileReplacedError:
+        return False
+    return True
+
+
 def peek_file_identity(db_path: str | os.PathLike[str]) -> StoreIdentity:
     """The identity of the SQLite store at ``db_path`` read without opening the store
     (a read-only connection, no waiting, nothing written; for reports that must work
@@ -244,6 +257,8 @@ def peek_file_identity(db_path: str | os.PathLike[str]) -> StoreIdentity:
     target = sqlite_target(path)
     if not os.path.exists(path):
         return StoreIdentity(None, target, True, created_at=math.inf)
+    if not _may_peek(path):
+        return StoreIdentity(None, target, True)
     # The store's own driver: closing a connection of another SQLite library in this
     # process could drop the POSIX locks of the store's connections on the same file.
     module = select_driver().module
@@ -267,7 +282,7 @@ def peek_session_sources(db_path: str | os.PathLike[str], session_ids: list[str]
     """The source of each of ``session_ids`` the SQLite store at ``db_path`` holds, read
     as :func:`peek_file_identity` reads (nothing for a file that cannot be read)."""
     path = os.fspath(db_path)
-    if not session_ids or not os.path.exists(path):
+    if not session_ids or not os.path.exists(path) or not _may_peek(path):
         return {}
     module = select_driver().module
     out: dict[str, str] = {}

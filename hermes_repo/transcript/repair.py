@@ -99,7 +99,9 @@ MERGE_KEYS: Final = frozenset(
     }
 )
 """Keys a merge is defined for. Every other key (``name``, any caller key) is part of
-who speaks: two turns merge only when they agree on all of them."""
+who speaks: two turns merge only when they agree on all of them, except keys naming the
+one message (``platform_message_id``, any ``..._message_id``), which differ between every
+two turns as ``uid`` does."""
 
 _MERGE_RULES: Final = {"user": RULE_MERGE_USER, "assistant": RULE_MERGE_ASSISTANT}
 _TEXT_SEPARATORS: Final = {"user": "\n\n", "assistant": "\n"}
@@ -221,8 +223,16 @@ def _same(a: Any, b: Any) -> bool:
     return True
 
 
+def _per_message(key: str) -> bool:
+    """A key naming this one message where it came from (a chat gateway's
+    ``platform_message_id``, any ``..._message_id``): a per-row fact like ``uid``, which
+    differs between every two turns and says nothing of who speaks. The merged row keeps
+    its own in its archived row."""
+    return key.endswith("message_id")
+
+
 def _same_speaker(first: Mapping[str, Any], second: Mapping[str, Any]) -> bool:
-    keys = (first.keys() | second.keys()) - MERGE_KEYS
+    keys = {k for k in (first.keys() | second.keys()) - MERGE_KEYS if not _per_message(k)}
     # A key holding None is the key left out: a store returns it so.
     return all(_same(first.get(k), second.get(k)) for k in keys)
 

@@ -191,7 +191,8 @@ def test_recover_pending_reports_its_inserts_as_inserted_after_a_lost_reply(
     store: StateStore, proxy: LostReply, rows: Rows
 ) -> None:
     spooled = convo(3)
-    alone = TranscriptWriter(store.home, "s-spool", None).flush(spooled)
+    # A writer without a store names the server it could not reach: the store's own.
+    alone = TranscriptWriter(store.home, "s-spool", None, target=proxy.url()).flush(spooled)
     assert alone.spooled == 3
     proxy.arm()
     report = store.recover_pending()

@@ -4,6 +4,7 @@ SIGKILL, verified, and refusing a target that holds another store's rows."""
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections.abc import Iterator
 from pathlib import Path
@@ -63,10 +64,20 @@ def test_copy_brings_every_row_with_every_column_and_keeps_ids(
     assert any(m.get("content") == HUGE for m in target.load_conversation("z-root").messages)
     assert target.get_session("a-child").parent_session_id == "z-root"
     # Derived markers stay with their file; the target's index is live and finds copies.
-    # The target's own store id (made when it was created) is not the source's.
+    # The target's own store id (made when it was created) is not the source's; the
+    # verified copy names the source in copied_from.
     keys = target.read(lambda c: c.execute(text("SELECT key FROM state_meta")).all())
-    assert sorted(keys) == [("hermes_import.state_meta",), ("store_created_at",), ("store_id",)]
+    assert sorted(keys) == [
+        ("copied_from",),
+        ("hermes_import.state_meta",),
+        ("store_created_at",),
+        ("store_id",),
+    ]
     assert target.store_id is not None and target.store_id != source.store_id
+    copied = target.read(
+        lambda c: c.execute(text("SELECT value FROM state_meta WHERE key = 'copied_from'")).scalar()
+    )
+    assert json.loads(copied) == [source.store_id]
     assert [h.session_id for h in target.search("データ", limit=1)] == ["a-child"]
 
 

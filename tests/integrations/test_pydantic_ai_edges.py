@@ -39,7 +39,9 @@ async def _say(conversations: HermesConversationStore, cid: str, text: str) -> C
 
 
 @settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(cid=st.text(min_size=0, max_size=300))
+# U+0000 is the one character refused (on both backends: no store keeps it in an id);
+# test_door_ownership_and_spool.py proves the refusal.
+@given(cid=st.text(min_size=0, max_size=300).filter(lambda c: "\x00" not in c))
 @example(cid="with spaces")
 @example(cid="絵文字 🎉 の会話")
 @example(cid="x" * 300)

@@ -44,6 +44,7 @@ __all__ = [
     "give_up_rebuild",
     "like_search_ids",
     "read_state",
+    "repair_originals",
     "ro_connect",
     "seed_store",
 ]
@@ -111,6 +112,16 @@ def ro_connect(db_path: Path) -> Iterator[Any]:
         yield con
     finally:
         con.close()
+
+
+def repair_originals(db_path: Path) -> int:
+    """How many archived copies of rewritten survivors a repair kept (the audit trail's
+    ``repair_original of #id`` rows): a repair adds exactly these rows."""
+    with ro_connect(db_path) as con:
+        (n,) = con.execute(
+            "SELECT count(*) FROM messages WHERE archive_reason LIKE 'repair_original of #%'"
+        ).fetchone()
+    return int(n)
 
 
 @dataclass(frozen=True)

@@ -283,6 +283,28 @@ def test_turns_of_different_speakers_are_kept_apart() -> None:
     assert [r.rule for r in result.plan.removals] == [RULE_MERGE_USER, RULE_MERGE_USER]
 
 
+def test_a_gateways_per_message_id_does_not_keep_one_speakers_turns_apart() -> None:
+    # Every message a chat gateway relays carries its own platform id: two user turns of
+    # one person still merge (the merged row keeps its id in its archived row), while a
+    # different speaker still keeps them apart.
+    msgs = [
+        user("are you there?", platform_message_id="1002"),
+        user("the log is in deploy.log", platform_message_id="1003"),
+        assistant("reading it"),
+        user("hi", name="alice", platform_message_id="7"),
+        user("hello", name="bob", platform_message_id="8"),
+    ]
+    result = check_repair(msgs)
+    assert [m["content"] for m in result.messages] == [
+        "are you there?\n\nthe log is in deploy.log",
+        "reading it",
+        "hi",
+        "hello",
+    ]
+    assert result.messages[0]["platform_message_id"] == "1002"
+    assert [r.rule for r in result.plan.removals] == [RULE_MERGE_USER]
+
+
 def test_any_caller_key_is_part_of_the_speaker_with_its_type() -> None:
     msgs = [user("a", sender={"id": 1}), user("b", sender={"id": 1.0}), user("c", sender=True)]
     assert check_repair(msgs).plan.repairs == 0
