@@ -253,14 +253,22 @@ class TranscriptWriter:
             except Exception as exc:  # nothing may escape: the messages must reach a disk
                 failure = exc
         todo = []
-        index = {id(m): i for i, m in enumerate(messages)}
+        positions: dict[int, int] = {}
+
+        def at(message: Any) -> int:
+            # Where a refused message stood in the caller's list: only a refusal needs
+            # it, so the map is built then (a flush re-passing a long list refuses none).
+            if not positions:
+                positions.update((id(m), i) for i, m in enumerate(messages))
+            return positions[id(message)]
+
         usable, taken = self._same_as_before(store, usable, committed)
         for message, reason in taken:
-            refuse(index[id(message)], message["uid"], reason, message)
+            refuse(at(message), message["uid"], reason, message)
         todo_in, reused = self._not_durable(usable, committed)
         for message in reused:
             refuse(
-                index[id(message)],
+                at(message),
                 message["uid"],
                 f"uid {message['uid']!r} is already used by a different message earlier in "
                 "this flush; give each message its own uid (or leave uid out)",
@@ -275,11 +283,11 @@ class TranscriptWriter:
                 if server_text:
                     check_server_text(row)
             except IntegrityViolation as exc:
-                refuse(index[id(message)], message["uid"], str(exc), message)
+                refuse(at(message), message["uid"], str(exc), message)
                 continue
             except RecursionError:  # the codec's net for a value too deep to walk
                 reason = "a value nested too deeply to be stored; flatten it"
-                refuse(index[id(message)], message["uid"], reason, message)
+                refuse(at(message), message["uid"], reason, message)
                 continue
             digests[message["uid"]] = _digest(row)
             todo.append(message)
