@@ -17,6 +17,7 @@ from _pg_sql import (
     RAW_INSERT_MANY,
     RAW_INSERT_ONE,
     RAW_LOAD,
+    RAW_LOCK_TIMEOUT,
     RecordingCursor,
     library_sql,
     require_same_sql,
@@ -87,6 +88,7 @@ def run_interleaved(case: Case, runs: int, sides: dict[str, Callable[[int], Any]
 
 
 def _raw_append(cur: Any, con: Any, sid: str, calls: int, row: dict[str, Any]) -> int:
+    cur.execute(RAW_LOCK_TIMEOUT)
     cur.execute(RAW_BUMP, {"n_messages": 1, "n_calls": calls, "sid": sid})
     if cur.rowcount == 0:
         raise LookupError(sid)
