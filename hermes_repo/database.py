@@ -30,7 +30,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -155,6 +155,34 @@ def _driver_error(exc: BaseException) -> BaseException | None:
 
 
 _TRIGGERS_SQL = "SELECT name FROM sqlite_master WHERE type = 'trigger'"
+
+# SQLite hands back TEXT as stored; bytes that are not UTF-8 (written by another tool)
+# make the driver raise this for the whole fetch, which would make a session unreadable.
+_UNDECODABLE = "Could not decode to UTF-8"
+
+
+def _undecodable(exc: BaseException) -> bool:
+    return _UNDECODABLE in str(_driver_error(exc) or exc)
+
+
+@contextlib.contextmanager
+def _text_factory(dbapi: Any) -> Iterator[None]:
+    """TEXT read with :func:`_lenient_text` on ``dbapi`` for the duration (then ``str``,
+    SQLite's driver's default, again: the pooled connection goes back as it came)."""
+    dbapi.text_factory = _lenient_text
+    try:
+        yield
+    finally:
+        dbapi.text_factory = str
+
+
+def _lenient_text(data: bytes) -> str:
+    """TEXT that is not UTF-8, read anyway: each bad byte a lone surrogate (U+DC80 to
+    U+DCFF, Python's ``surrogateescape``), so the rest reads exactly and the stored bytes
+    can be told back. Used only by a read that met such a value (it costs a Python call
+    per value)."""
+    return data.decode("utf-8", "surrogateescape")
+
 
 #: The shortest ``lock_timeout`` a server unit gets (0 would mean "wait for ever").
 MIN_LOCK_TIMEOUT_MS = 20
@@ -708,9 +736,16 @@ class Database:
             first_try=on_driver if self.backend.cursor_fast_path else None,
         )
 
-    def _on_driver(self, unit: Callable[[Any], T], begin: str | None = "BEGIN IMMEDIATE") -> T:
+    def _on_driver(
+        self,
+        unit: Callable[[Any], T],
+        begin: str | None = "BEGIN IMMEDIATE",
+        *,
+        lenient: bool = False,
+    ) -> T:
         """``unit(cursor)`` on the driver's cursor in its own transaction, opened by
-        ``begin`` (None: none, each statement is a consistent read on its own)."""
+        ``begin`` (None: none, each statement is a consistent read on its own); with
+        ``lenient``, TEXT that is not UTF-8 is read (see :func:`_lenient_text`)."""
         # The pool's connection itself, without an SQLAlchemy Connection around it: that
         # wrapper cost a third of the Python an append runs.
         pooled = self.engine.raw_connection()
@@ -719,23 +754,29 @@ class Database:
             assert dbapi is not None
             cursor = dbapi.cursor()
             try:
-                if begin is None:
-                    return unit(cursor)
-                cursor.execute(begin)
-                try:
-                    result = unit(cursor)
-                    cursor.execute("COMMIT")
-                    if begin != "BEGIN":  # a write: see write_once
-                        self.guard.committed(dbapi)
-                except BaseException:
-                    if dbapi.in_transaction:
-                        with contextlib.suppress(self.driver.module.Error):
-                            cursor.execute("ROLLBACK")
-                    raise
+                if lenient:
+                    with _text_factory(dbapi):
+                        return self._on_cursor(dbapi, cursor, unit, begin)
+                return self._on_cursor(dbapi, cursor, unit, begin)
             finally:
                 cursor.close()
         finally:
             pooled.close()
+
+    def _on_cursor(self, dbapi: Any, cursor: Any, unit: Callable[[Any], T], begin: str | None) -> T:
+        if begin is None:
+            return unit(cursor)
+        cursor.execute(begin)
+        try:
+            result = unit(cursor)
+            cursor.execute("COMMIT")
+            if begin != "BEGIN":  # a write: see write_once
+                self.guard.committed(dbapi)
+        except BaseException:
+            if dbapi.in_transaction:
+                with contextlib.suppress(self.driver.module.Error):
+                    cursor.execute("ROLLBACK")
+            raise
         return result
 
     # -- reads -------------------------------------------------------------------------
@@ -759,17 +800,24 @@ class Database:
         next writer.
         """
         bare = [not transaction]
+        lenient = [False]
 
         def attempt() -> T:
             # A plain connection, not an ORM session: reads are hot paths (search, load)
             # and the session's bookkeeping cost more than the query.
             try:
                 with self.engine.connect() as conn:
+                    if lenient[0]:
+                        with _text_factory(conn.connection.dbapi_connection), conn.begin():
+                            return work(conn)
                     if bare and bare.pop():
                         return work(conn)
                     with conn.begin():
                         return work(conn)
             except (DBAPIError, self.driver.module.Error) as exc:
+                if not lenient[0] and self.backend.is_file and _undecodable(exc):
+                    lenient[0] = True  # once more, reading such text as it can be read
+                    return attempt()
                 raise self.failure(exc, action="read").error from exc
 
         return run_with_retry(attempt, policy or self.read_policy)
@@ -869,13 +917,17 @@ class Database:
         lock runs in one read transaction.
         """
         bare = [True]
+        lenient = [False]
 
         def attempt() -> T:
             begin = None if bare and bare.pop() else "BEGIN"
             try:
                 # A quarantined store opens no new connection (the guard's connect hook).
-                return self._on_driver(unit, begin)
+                return self._on_driver(unit, begin, lenient=lenient[0])
             except (DBAPIError, self.driver.module.Error) as exc:
+                if not lenient[0] and _undecodable(exc):
+                    lenient[0] = True  # once more, reading such text as it can be read
+                    return attempt()
                 raise self.failure(exc, action="read").error from exc
 
         return run_with_retry(attempt, self.read_policy)

@@ -56,3 +56,26 @@ def test_export_search_listing_and_repair_keep_working(backend: str, store: Stat
     again = store.load_conversation(sid, repair=True)
     assert again.repairs == 0 and jsonl_text(again.messages) == jsonl_text(first.messages)
     assert sum(INVALID_KEY in m for m in again.messages) == len(damaged)
+
+
+def test_text_that_is_not_utf8_is_read_with_each_bad_byte_kept(store: StateStore) -> None:
+    # SQLite stores whatever bytes another tool binds as TEXT; the driver refused to
+    # decode the whole fetch, so one such row made its session unreadable.
+    with store.unit_of_work() as uow:
+        sid = uow.sessions.create(id="latin1")
+        uow.messages.append(sid, {"role": "user", "content": "placeholder"})
+        uow.messages.append(sid, {"role": "assistant", "content": "caf\u00e9 ok"})
+        uow.commit()
+    with store.engine.begin() as conn:
+        # "hello \xffbad": a Latin-1 byte where UTF-8 belongs.
+        conn.exec_driver_sql(
+            "UPDATE messages SET content = CAST(X'68656c6c6f20ff626164' AS TEXT) "
+            "WHERE content = 'placeholder'"
+        )
+    messages = store.load_conversation("latin1").messages
+    assert [m["content"] for m in messages] == ["hello \udcffbad", "caf\u00e9 ok"]
+    # The byte comes back as Python's surrogateescape keeps it: the stored bytes exactly.
+    assert messages[0]["content"].encode("utf-8", "surrogateescape") == b"hello \xffbad"
+    assert [h.snippet for h in store.search("hello")] == [">>>hello<<< \udcffbad"]
+    exported = [json.loads(line) for line in store.export_session("latin1").splitlines()]
+    assert exported[0]["content"] == "hello \udcffbad"
