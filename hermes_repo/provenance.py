@@ -43,6 +43,7 @@ from sqlalchemy.exc import ArgumentError
 
 from .codec import decode_text
 from .engine import select_driver
+from .engine_pg import SCHEMA_PARAM
 from .errors import HermesRepoError, StoreFileReplacedError
 from .models import sessions_table
 from .repositories.meta import COPIED_FROM_KEY, CREATED_AT_KEY, STORE_ID_KEY, MetaRepository
@@ -80,9 +81,11 @@ def sqlite_target(db_path: str | os.PathLike[str]) -> str:
 
 def url_target(url: str | URL) -> str:
     """The target fingerprint of a server URL: no password, no query except ``host``
-    (a socket folder); what it shows is safe to print and to keep in a file."""
+    (a socket folder) and ``hermes_schema`` (the store's schema); what it shows is safe
+    to print and to keep in a file."""
     parsed = make_url(url) if isinstance(url, str) else url
-    query = {k: v for k, v in parsed.query.items() if k == "host"}
+    # The schema too: two stores may share one database, each in a schema of its own.
+    query = {k: v for k, v in parsed.query.items() if k in ("host", SCHEMA_PARAM)}
     # Built anew: URL.set(password=None) would keep the password (None means "as is").
     clean = URL.create(
         parsed.drivername,
@@ -106,7 +109,14 @@ def target_key(target: str | None) -> tuple[str, ...] | None:
     except (ArgumentError, ValueError):
         return None
     host = url.host or str(url.query.get("host") or "")
-    return (url.get_backend_name(), host.lower(), str(url.port or _PG_PORT), url.database or "")
+    schema = str(url.query.get(SCHEMA_PARAM) or "")
+    return (
+        url.get_backend_name(),
+        host.lower(),
+        str(url.port or _PG_PORT),
+        url.database or "",
+        schema,
+    )
 
 
 def target_display_command(

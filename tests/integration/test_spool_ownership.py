@@ -321,4 +321,16 @@ def test_a_server_target_never_holds_a_password_in_any_form() -> None:
     ):
         target = url_target(url)
         assert "s3cret" not in target and "password" not in target
-        assert target_key(target) == ("postgresql", "db.example", "6543", "agent")
+        assert target_key(target) == ("postgresql", "db.example", "6543", "agent", "")
+
+
+def test_two_schemas_of_one_database_are_two_targets() -> None:
+    # Two stores may share a database, each in a schema of its own: a record one of
+    # them spooled while down must not be replayed into the other.
+    a = url_target("postgresql+psycopg://bot:pw@db.example/agent?hermes_schema=tenant_a")
+    b = url_target("postgresql+psycopg://bot:pw@db.example/agent?hermes_schema=tenant_b")
+    assert "hermes_schema=tenant_a" in a and "pw" not in a
+    assert target_key(a) != target_key(b)
+    assert target_key(a) == target_key(
+        "postgresql+psycopg://other@db.example:5432/agent?hermes_schema=tenant_a&sslmode=require"
+    )
