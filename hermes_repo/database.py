@@ -42,6 +42,7 @@ from sqlalchemy.exc import DBAPIError
 from . import quarantine
 from .backend import Backend
 from .codec import check_server_text, message_to_row, tool_call_count
+from .codec.text import lenient_text
 from .engine import DB_NAME, WRITE_OPTION, Driver
 from .errors import (
     SQLITE_CORRUPT,
@@ -167,21 +168,14 @@ def _undecodable(exc: BaseException) -> bool:
 
 @contextlib.contextmanager
 def _text_factory(dbapi: Any) -> Iterator[None]:
-    """TEXT read with :func:`_lenient_text` on ``dbapi`` for the duration (then ``str``,
-    SQLite's driver's default, again: the pooled connection goes back as it came)."""
-    dbapi.text_factory = _lenient_text
+    """TEXT read with :func:`~hermes_repo.codec.text.lenient_text` on ``dbapi`` for the
+    duration (then ``str``, SQLite's driver's default, again: the pooled connection goes
+    back as it came)."""
+    dbapi.text_factory = lenient_text
     try:
         yield
     finally:
         dbapi.text_factory = str
-
-
-def _lenient_text(data: bytes) -> str:
-    """TEXT that is not UTF-8, read anyway: each bad byte a lone surrogate (U+DC80 to
-    U+DCFF, Python's ``surrogateescape``), so the rest reads exactly and the stored bytes
-    can be told back. Used only by a read that met such a value (it costs a Python call
-    per value)."""
-    return data.decode("utf-8", "surrogateescape")
 
 
 #: The shortest ``lock_timeout`` a server unit gets (0 would mean "wait for ever").
@@ -745,7 +739,8 @@ class Database:
     ) -> T:
         """``unit(cursor)`` on the driver's cursor in its own transaction, opened by
         ``begin`` (None: none, each statement is a consistent read on its own); with
-        ``lenient``, TEXT that is not UTF-8 is read (see :func:`_lenient_text`)."""
+        ``lenient``, TEXT that is not UTF-8 is read (see
+        :func:`~hermes_repo.codec.text.lenient_text`)."""
         # The pool's connection itself, without an SQLAlchemy Connection around it: that
         # wrapper cost a third of the Python an append runs.
         pooled = self.engine.raw_connection()

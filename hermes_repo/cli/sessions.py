@@ -323,6 +323,16 @@ def _print_repair(report: RepairReport) -> None:
         pass  # the server keeps its search columns; the doctor names any REINDEX
     elif report.verification or report.transcripts is not None:
         console.print(Text("search index: live and sound, nothing to rebuild"))
+    if report.values is not None and (report.values.fixes or report.values.archived_kept):
+        values = report.values
+        console.print(
+            Text(
+                f"values: {len(values.fixes)} unreadable value(s) rewritten in "
+                f"{values.rows_rewritten} row(s), each message row kept as it was as an "
+                f"archived row; {values.archived_kept} in archived rows kept as stored"
+            ),
+            soft_wrap=True,
+        )
     summary = report.transcripts
     if summary is not None:
         console.print(

@@ -9,19 +9,24 @@ import re
 from typing import Any
 
 __all__ = [
+    "NOT_UTF8",
     "TEXT_MARK",
     "decode_text",
     "dumps",
     "encode_text",
     "escape_surrogates",
     "has_surrogates",
+    "kept_bytes",
+    "lenient_text",
     "loads",
+    "not_utf8",
     "scrub",
 ]
 
 #: First character of a text column value stored in its reversible encoding.
 TEXT_MARK = "\ufdd0"
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_KEPT_BYTE = re.compile("[\udc80-\udcff]")
 # A \\u escape of a surrogate (or of NUL, which the slow decoder uses as its marker),
 # preceded by an even number of backslashes (so the backslash itself is not escaped).
 _ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\u(0000|[dD][89a-fA-F][0-9a-fA-F]{2})")
@@ -32,6 +37,38 @@ _MARKED = re.compile("\x00(\x00|[0-9a-f]{4})")
 def has_surrogates(text: str) -> bool:
     """True when ``text`` holds a lone surrogate (it cannot be encoded as UTF-8)."""
     return not text.isascii() and _SURROGATE.search(text) is not None
+
+
+def lenient_text(data: bytes) -> str:
+    """TEXT that is not UTF-8, read anyway: each bad byte a lone surrogate (U+DC80 to
+    U+DCFF, Python's ``surrogateescape``), so the rest reads exactly and the stored bytes
+    can be told back (``text.encode("utf-8", "surrogateescape")``). A driver text
+    factory for the reads that meet such a value: it costs a Python call per value."""
+    return data.decode("utf-8", "surrogateescape")
+
+
+def kept_bytes(text: str) -> bool:
+    """True when ``text`` (read by :func:`lenient_text`) holds a byte that is not UTF-8.
+
+    The store never writes a lone surrogate as it is (:func:`encode_text` marks it), so
+    one in the range :func:`lenient_text` uses came from bytes another tool wrote."""
+    return not text.isascii() and _KEPT_BYTE.search(text) is not None
+
+
+#: The name :func:`not_utf8` is registered under on a SQLite connection that checks
+#: stored values (``hermes_not_utf8(CAST(column AS BLOB))``).
+NOT_UTF8 = "hermes_not_utf8"
+
+
+def not_utf8(data: bytes | None) -> int:
+    """1 when the bytes of a stored TEXT value are not UTF-8, else 0 (a SQL function)."""
+    if data is None:
+        return 0
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return 1
+    return 0
 
 
 def scrub(text: str) -> str:

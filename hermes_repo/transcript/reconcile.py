@@ -91,6 +91,7 @@ __all__ = [
     "ReconcileConflict",
     "ReconcileResult",
     "archive_reason",
+    "keep_original",
     "original_reason",
     "plan_repair",
     "reconcile_session",
@@ -368,7 +369,7 @@ def _write(
 
     written = 0
     originals = tuple(
-        (ids(u.index), _keep_original(conn, session_id, ids(u.index), now)) for u in plan.updates
+        (ids(u.index), keep_original(conn, session_id, ids(u.index), now)) for u in plan.updates
     )
     written += len(originals)
     # One executemany per set of changed columns: an UPDATE that only sets tool_calls
@@ -443,7 +444,7 @@ _KEPT_COLUMNS: Final = tuple(
 )
 
 
-def _keep_original(conn: Connection, session_id: str, row_id: int, now: float) -> int:
+def keep_original(conn: Connection, session_id: str, row_id: int, now: float) -> int:
     """Copy the active row ``row_id`` as it is now into a new archived row; its id.
 
     Copied inside the database (INSERT ... SELECT), so every column is kept exactly as

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from ... import walcheck
+from ...codec.text import NOT_UTF8, lenient_text, not_utf8
 from ...engine import DB_NAME, Driver, check_journal_files
 from ...errors import HermesRepoError, StoreFileReplacedError, UnsafePathError
 from ...schema.files import read_only_uri
@@ -159,6 +160,11 @@ class DoctorContext:
                 conn = self.driver.module.connect(
                     read_only_uri(self.db_path), uri=True, isolation_level=None, timeout=5.0
                 )
+                # TEXT another tool wrote in another encoding must not fail a check (the
+                # driver refuses to decode a whole fetch for one such value): it is read
+                # with each bad byte kept, and the values check names it.
+                conn.text_factory = lenient_text
+                conn.create_function(NOT_UTF8, 1, not_utf8, deterministic=True)
                 conn.execute("BEGIN")
             except self.driver.module.Error as exc:
                 raise DoctorReadError(error_text(exc)) from exc

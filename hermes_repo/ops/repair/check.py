@@ -17,7 +17,7 @@ from ...schema.fts_rebuild import REPAIR_COMMAND
 from ...store import StateStore
 from ..doctor import STOP_FIRST, diagnose
 from ..transcript_check import check_transcripts
-from .verdict import RepairReport, command, damage_of, salvage_steps
+from .verdict import VALUES, RepairReport, command, damage_of, salvage_steps
 
 __all__ = ["diagnose_only"]
 
@@ -60,7 +60,10 @@ def diagnose_only(db_path: Path) -> RepairReport:
         report.notes.append("transcripts not checked: the store cannot be read as a store")
     errors = [f for f in doctor.findings if f.severity == "error"]
     transcripts_ok = report.transcript_check is None or report.transcript_check.ok
-    report.ok = not errors and transcripts_ok and readable
+    # Unreadable values are a warning for the doctor (nothing is lost), and a change
+    # for the repair: the check says so, as the repair would do it.
+    values = any(f.code == VALUES for f in doctor.findings)
+    report.ok = not errors and transcripts_ok and readable and not values
     repair = command(db_path, REPAIR_COMMAND)
     if damage == "structural":
         report.summary = (
@@ -72,6 +75,7 @@ def diagnose_only(db_path: Path) -> RepairReport:
         damage == "index"
         or not transcripts_ok
         or any(f.code == "schema-meta-missing" for f in errors)
+        or values
     ):
         report.summary = "the store needs a repair"
         report.next_steps = [f"{STOP_FIRST} `{repair}`"]

@@ -11,6 +11,7 @@ from ...schema import fts
 from ...schema.fts_rebuild import REPAIR_COMMAND, guarded_rebuild
 from ...store import StateStore
 from ..transcript_check import repair_transcripts
+from .values import repair_values
 from .verdict import INDEX, RepairReport, command, fail
 from .verify import verify
 
@@ -64,6 +65,9 @@ def rebuild_and_finish(
                     "fallback meanwhile"
                 ],
             )
+    # Values first: a transcript repair merging turns would carry an unreadable value
+    # into a survivor, and the values' archived copies must show the rows as they were.
+    report.values = repair_values(store)
     report.transcripts = repair_transcripts(store)
 
     report.verification, report.counts_after = verify(engine, report.counts_before)
@@ -74,6 +78,8 @@ def rebuild_and_finish(
     done = [f"table {name} recreated" for name in report.recreated]
     if report.rebuild is not None:
         done.append(f"full-text indexes rebuilt in {report.rebuild.seconds:.1f} s")
+    if report.values.fixes:
+        done.append(f"{len(report.values.fixes)} unreadable value(s) rewritten")
     if report.transcripts.repairs:
         done.append(f"{report.transcripts.sessions_repaired} transcript(s) repaired")
     report.summary = ("; ".join(done) or "nothing needed repair") + "; verified"

@@ -27,6 +27,7 @@ from .server import repair_server
 from .verdict import (
     BACKUP_LABEL,
     STRUCTURAL,
+    VALUES,
     RepairReport,
     command,
     damage_of,
@@ -113,6 +114,8 @@ def _nothing_to_repair(
     guard = quarantine.install(engine, db_path, driver)
     store = StateStore(db_path.parent, engine, driver, holder, guard)
     try:
+        if any(f.code == VALUES for f in report.findings):
+            return None  # values to rewrite: a change, so a backup first
         if index_needs_rebuild(report, engine) is not None:
             return None
         checked = check_transcripts(store)

@@ -24,7 +24,8 @@ from ...store import StateStore
 from ..doctor import diagnose_server
 from ..sqlite_only import server_tool
 from ..transcript_check import check_transcripts, repair_transcripts
-from .verdict import Damage, RepairReport, VerifyItem
+from .values import repair_values
+from .verdict import VALUES, Damage, RepairReport, VerifyItem
 
 __all__ = ["repair_server"]
 
@@ -89,6 +90,7 @@ def repair_server(
             if check_only:
                 report.transcript_check = check_transcripts(store)
             else:
+                report.values = repair_values(store)
                 report.transcripts = repair_transcripts(store)
                 after = check_transcripts(store)
                 report.counts_after = _counts(store)
@@ -98,8 +100,9 @@ def repair_server(
     others = [f for f in doctor.findings if f.severity == "error"]
     if check_only:
         transcripts_ok = report.transcript_check is not None and report.transcript_check.ok
-        report.ok = transcripts_ok and not others
-        if not transcripts_ok:
+        values = any(f.code == VALUES for f in doctor.findings)
+        report.ok = transcripts_ok and not others and not values
+        if not transcripts_ok or values:
             report.summary = "the store needs a repair"
             report.next_steps = [f"run `{_AGAIN}`"]
         report.next_steps += [f.fix for f in others]
@@ -121,9 +124,11 @@ def repair_server(
             [f.fix for f in others],
         )
     report.ok = True
-    assert report.transcripts is not None
-    done = report.transcripts.sessions_repaired
-    report.summary = (f"{done} transcript(s) repaired" if done else "nothing needed repair") + (
-        "; verified"
-    )
+    assert report.transcripts is not None and report.values is not None
+    done = []
+    if report.values.fixes:
+        done.append(f"{len(report.values.fixes)} unreadable value(s) rewritten")
+    if report.transcripts.sessions_repaired:
+        done.append(f"{report.transcripts.sessions_repaired} transcript(s) repaired")
+    report.summary = ("; ".join(done) or "nothing needed repair") + "; verified"
     return report

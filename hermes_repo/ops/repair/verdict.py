@@ -5,13 +5,16 @@ from __future__ import annotations
 import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ...schema.fts_rebuild import RebuildOutcome
 from ..doctor import STOP_FIRST, DoctorReport, Finding, recover_commands, recovered_path
 from ..replace import REPLACE_COMMAND
 from ..snapshots import list_snapshots
 from ..transcript_check import TranscriptRepairSummary, TranscriptReport
+
+if TYPE_CHECKING:
+    from .values import ValueRepairSummary
 
 __all__ = [
     "BACKUP_LABEL",
@@ -99,6 +102,8 @@ class RepairReport:
     rebuild: RebuildOutcome | None = None
     transcripts: TranscriptRepairSummary | None = None
     transcript_check: TranscriptReport | None = None
+    values: ValueRepairSummary | None = None
+    """The unreadable values rewritten (None when the step did not run)."""
     verification: list[VerifyItem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     recreated: list[str] = field(default_factory=list)
@@ -151,6 +156,7 @@ class RepairReport:
             "notes": list(self.notes),
             "recreated": list(self.recreated),
             "backend": self.backend,
+            "values": self.values.as_dict() if self.values is not None else None,
             "findings": [f.to_dict() for f in self.findings],
         }
 
@@ -159,6 +165,10 @@ def command(db_path: Path, cmd: str) -> str:
     """``hermes-repo ...`` with ``--home`` filled in, as the doctor prints it."""
     head, _, rest = cmd.partition(" ")
     return f"{head} --home {shlex.quote(str(db_path.parent))} {rest}".rstrip()
+
+
+#: The doctor's finding for values a repair rewrites (:mod:`.values`).
+VALUES = "value-unreadable"
 
 
 def damage_of(doctor: DoctorReport) -> Damage:

@@ -173,10 +173,18 @@ def coverage_check(
         missed: list[int] = []
         probed = 0
         for rowid in _sample_ids(read, ix, sample):
-            value = read(f"SELECT content FROM {ix.source_view} WHERE id = ?", (rowid,))
-            if not value or not isinstance(value[0][0], str):
+            # As bytes: text another tool wrote in another encoding would fail the read
+            # (the values check names it), and it cannot be asked for anyway.
+            value = read(
+                f"SELECT CAST(content AS BLOB) FROM {ix.source_view} WHERE id = ?", (rowid,)
+            )
+            if not value or not isinstance(value[0][0], bytes):
                 continue
-            for term in _probe_terms(ix, value[0][0]):
+            try:
+                content = value[0][0].decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            for term in _probe_terms(ix, content):
                 probed += 1
                 found = read(
                     f"SELECT count(*) FROM {ix.name} WHERE {ix.name} MATCH ? AND rowid = ?",
