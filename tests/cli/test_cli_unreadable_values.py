@@ -56,7 +56,9 @@ def test_every_command_reads_a_session_holding_odd_values_and_doctor_names_each_
     ]
     assert len(after) == len(exported) and not any(INVALID_KEY in m for m in after)
     # The fields that read before are untouched; the originals are archived rows.
-    assert all(a["content"] == b["content"] for a, b in zip(after, exported) if "content" in b)
+    assert all(
+        a["content"] == b["content"] for a, b in zip(after, exported, strict=True) if "content" in b
+    )
     assert cli("--home", home, "doctor").code == 0
 
 

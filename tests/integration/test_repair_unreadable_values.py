@@ -22,8 +22,8 @@ def _doctor_values(home: Path, backend: str) -> dict[str, Any]:
     if backend == "sqlite":
         report = diagnose(home)
     else:
-        from hermes_repo.ops.doctor import diagnose_server
         from hermes_repo.engine_pg import resolve_url
+        from hermes_repo.ops.doctor import diagnose_server
 
         target = resolve_url(None)
         assert target is not None
