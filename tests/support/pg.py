@@ -76,6 +76,20 @@ def _hand_to_server_user(folder: Path) -> None:
             parent.chmod(mode | stat.S_IXOTH)
 
 
+#: Members of this group role log in with a password even on loopback (every other
+#: login is trusted): the refusal of a wrong password is then a real one.
+PASSWORD_GROUP = "hermes_password_checked"
+
+
+def _check_group_passwords(hba: Path) -> None:
+    """Put a password rule for :data:`PASSWORD_GROUP` before the trust rules (read top
+    down, first match wins); written in place so the file keeps its owner."""
+    rule = f"host all +{PASSWORD_GROUP} 127.0.0.1/32 scram-sha-256\n"
+    text = hba.read_text()
+    if rule not in text:
+        hba.write_text(rule + text)
+
+
 def start(folder: Path, port: int) -> str:
     """Create and start a cluster in ``folder`` (empty or missing); returns its URL."""
     folder = folder.absolute()
@@ -101,6 +115,7 @@ def start(folder: Path, port: int) -> str:
             check=True,
             stdout=subprocess.DEVNULL,
         )
+        _check_group_passwords(data / "pg_hba.conf")
     # A throwaway cluster needs no durability across an OS crash: without fsync each
     # test's CREATE/DROP DATABASE and every commit cost a fraction of the time.
     options = (

@@ -1,9 +1,10 @@
 """A PostgreSQL role with a real password, and the URLs that carry it every way.
 
-The test server trusts loopback connections, so the password is never checked; it still
-travels to libpq as given, and every output must still hide it. A wrong password cannot
-be refused by such a server: the connection errors of the tests come from a database
-that does not exist and a port nothing listens on, each with the password in the URL.
+The test server trusts loopback connections of this role, so the password is not checked;
+it still travels to libpq as given, and every output must still hide it. The connection
+errors of these tests come from a database that does not exist and a port nothing
+listens on, each with the password in the URL (a refused password is proved by
+tests/faults/test_pg_refusals.py, with a role whose password the server checks).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Refusals waiting cannot fix, told apart from outages without a server.
 
-The server's refusals that the test server can produce are proved for real in
-tests/faults/test_pg_refusals.py; a wrong password cannot be produced there (its
-pg_hba.conf trusts loopback logins), so libpq's text for it and the SQLSTATEs are
-checked here on psycopg's own error classes.
+The server's refusals (a wrong password included: the test cluster checks the
+passwords of one role group) are proved for real in tests/faults/test_pg_refusals.py;
+libpq's texts for them and the SQLSTATEs are also checked here on psycopg's own error
+classes, so each classification holds without a server.
 """
 
 from __future__ import annotations
