@@ -211,7 +211,9 @@ def repair_command(state: CliState, check_only: bool, rebuild_search: bool, as_j
     run while another process has it open. It then takes an online backup
     (state.db.pre-repair-<UTC time>.bak, SQLite's backup API) and, when the file passes
     integrity_check, a snapshot, then rebuilds a detached or damaged search index,
-    repairs the transcripts that break role alternation or tool pairing (merged turns
+    rewrites the stored values the store cannot read (another tool's text timestamps,
+    malformed JSON, bad bytes: each message row is first kept as it was as an archived
+    row), repairs the transcripts that break role alternation or tool pairing (merged turns
     keep the first row's id, removed rows are archived, never deleted), and verifies:
     integrity_check, the indexes' integrity-check, every probed message found by the
     index, no fts_stale row, the six triggers, and canonical row counts not lower than
