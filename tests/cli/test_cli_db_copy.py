@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import json
 from pathlib import Path
 
@@ -12,7 +11,7 @@ from hermes_repo import StateStore
 from hermes_repo.engine import create_store_engine
 from hermes_repo.schema import migrate
 from tests.cli.conftest import Cli
-from tests.support.copying import PG_URL, fill_odd_store, pg_target, requires_pg, store_rows
+from tests.support.copying import fill_odd_store, pg_target, requires_pg, store_rows
 
 
 @pytest.fixture
@@ -126,14 +125,9 @@ def test_help_shows_the_target_forms_with_examples(cli: Cli) -> None:
 
 
 @requires_pg
-@pytest.mark.skipif(
-    "url" not in inspect.signature(StateStore.open).parameters,
-    reason="this build's StateStore.open takes no url: the CLI cannot open PostgreSQL",
-)
 def test_copy_to_postgresql_and_back_through_the_cli(
     tmp_path: Path, cli: Cli, source: Path
 ) -> None:
-    assert PG_URL is not None
     with pg_target() as pg:
         to_pg = cli("--home", source, "db", "copy", "--to", pg.url, "--json")
         back = cli("--url", pg.url, "db", "copy", "--to", tmp_path / "back")

@@ -10,6 +10,7 @@ schema of the search_path, maybe another store's.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -24,7 +25,7 @@ from hermes_repo.engine_pg import create_pg_engine, resolve_url
 from hermes_repo.ops.sqlite_only import libpq_url
 from hermes_repo.schema import migrate
 from hermes_repo.schema.server import check_database
-from tests.support.pg import PgServer, RawPg
+from tests.support.pg import REQUIRE_ENV, PgServer, RawPg
 
 
 @pytest.fixture
@@ -188,7 +189,12 @@ def test_the_psql_commands_the_store_hands_out_reach_its_schema(
     assert target is not None
     shown = libpq_url(target)
     assert "hermes_schema" not in shown  # libpq would refuse an unknown parameter
-    psql = shutil.which("psql") or pytest.skip("psql is not installed")
+    psql = shutil.which("psql")
+    if psql is None:
+        why = "psql (PostgreSQL's client, installed with the server) is not on PATH"
+        if os.environ.get(REQUIRE_ENV) == "1":
+            pytest.fail(f"{REQUIRE_ENV}=1 but {why}")
+        pytest.skip(why)
     out = subprocess.run(
         [psql, shown, "-Atc", "SELECT current_schema(), count(*) FROM messages"],
         capture_output=True,

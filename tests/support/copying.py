@@ -3,7 +3,6 @@ a whole store to compare two, and PostgreSQL databases made for one test."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import uuid
@@ -21,11 +20,11 @@ from hermes_repo import StateStore
 from hermes_repo.models import messages_table, sessions_table, state_meta_table
 from hermes_repo.schema.fts import STALE_KEY
 from hermes_repo.transfer.copy import DERIVED_META_KEYS, copy_store
+from tests.support.pg import required_url
 from tests.support.processes import reaped
 
 __all__ = [
     "HUGE",
-    "PG_URL",
     "PgEnd",
     "copy_worker_main",
     "fill_odd_store",
@@ -43,12 +42,9 @@ __all__ = [
 
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[2]
-PG_URL = os.environ.get("HERMES_TEST_PG_URL")
-requires_pg = pytest.mark.skipif(
-    not PG_URL,
-    reason="set HERMES_TEST_PG_URL=postgresql+psycopg://user@host:port/db to run the "
-    "PostgreSQL variants",
-)
+#: The PostgreSQL variants need the test server: the ``pg_server`` fixture skips them
+#: without one, or fails them under HERMES_TEST_REQUIRE_PG=1.
+requires_pg = pytest.mark.usefixtures("pg_server")
 HUGE = "長い" + "x" * (3 * 1024 * 1024) + "終"  # beyond both full-text caps
 
 
@@ -147,8 +143,7 @@ class PgEnd:
 @contextmanager
 def pg_target() -> Iterator[Any]:
     """A store on a new PostgreSQL database (built at head by its open), dropped after."""
-    assert PG_URL is not None
-    server = make_url(PG_URL)
+    server = make_url(required_url())
     name = f"copy_test_{uuid.uuid4().hex[:12]}"
     admin = create_engine(server, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:

@@ -39,6 +39,25 @@ from sqlalchemy.engine import URL, make_url
 
 URL_ENV = "HERMES_TEST_PG_URL"
 REQUIRE_ENV = "HERMES_TEST_REQUIRE_PG"
+
+
+def required_url() -> str:
+    """The test server's URL; without one the calling test skips, saying how to get one,
+    or fails when :data:`REQUIRE_ENV` is ``1`` (CI: a PostgreSQL test never skips there).
+
+    Every test and support helper that needs the server gets it here or through the
+    ``pg_server`` fixture, which applies the same rule."""
+    import pytest  # only tests call this; the module also runs as a script
+
+    url = os.environ.get(URL_ENV, "").strip()
+    if url:
+        return url
+    why = f"no PostgreSQL server: set {URL_ENV}, or run `make test-pg`"
+    if os.environ.get(REQUIRE_ENV) == "1":
+        pytest.fail(f"{REQUIRE_ENV}=1 but {why}")
+    pytest.skip(why)
+
+
 HOW_TO_RUN = "make test-pg (starts a throwaway PostgreSQL cluster, runs pytest with it, stops it)"
 
 

@@ -8,17 +8,16 @@ with that reason. The schema comes from the migrations, as a store's does: revis
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-import pytest
 from sqlalchemy import Engine, create_engine, make_url, text
 from sqlalchemy.pool import NullPool
 
 from hermes_repo.schema import migrate
+from tests.support.pg import required_url
 
 __all__ = ["MESSAGE_COLUMNS", "copy_rows", "pg_database", "server_url"]
 
@@ -42,10 +41,7 @@ MESSAGE_COLUMNS = (
 
 def server_url() -> str:
     """The server's URL, or a skip naming the variable that would enable the test."""
-    url = os.environ.get(ENV)
-    if not url:
-        pytest.skip(f"{ENV} is unset: no PostgreSQL server to test on")
-    return url
+    return required_url()
 
 
 @contextmanager
