@@ -174,3 +174,30 @@ def test_other_process_notices_a_detached_index_and_a_rebuild_waits_for_it(
     with StateStore.open(seeded_home) as store:
         assert not store.health().fts_stale
         assert {h.message_id for h in store.search("zephyr")} == {a_id, b_id}
+
+
+def test_a_process_that_searched_before_the_index_was_detached_notices_it_next_time(
+    seeded_home: Path,
+) -> None:
+    """B has searched once (the index was live then, and B's connection knows it); A
+    detaches the index and writes. B's next search must answer from the canonical rows
+    (A's new message, which the detached index never saw, included)."""
+    db = seeded_home / "state.db"
+    peer = Peer(seeded_home)
+    try:
+        first = peer.call("search", query="amber")
+        assert first["stale"] is False
+        with ro_connect(db) as con:  # ranked by the index: the same rows, another order
+            assert sorted(first["ids"]) == sorted(like_search_ids(con, "amber"))
+
+        damage.fts_delete_averages(db, module=MODULE)
+        with StateStore.open(seeded_home) as store:
+            a_id = store.append_message(SEED_SESSION, {"role": "user", "content": "A zephyr"})
+        assert read_state(db).detached
+
+        found = peer.call("search", query="zephyr")
+        assert found["stale"] is True
+        assert found["ids"] == [a_id]
+        peer.close()
+    finally:
+        peer.kill()

@@ -158,6 +158,11 @@ def test_structural_damage_met_on_any_path_quarantines_and_nothing_reaches_the_f
             held.execute(text("UPDATE sessions SET title = 'spread' WHERE id = 'early'"))
             held.commit()
         held.rollback()
+        # An INSERT is a write too (a new session in an undamaged table would land).
+        with pytest.raises(StateDbCorruptError, match="quarantined"):
+            held.execute(text("INSERT INTO sessions (id, started_at) VALUES ('spread', 1.0)"))
+            held.commit()
+        held.rollback()
         held.close()
 
         assert store.engine.pool.checkedin() >= 1  # type: ignore[attr-defined]
@@ -179,6 +184,32 @@ def test_structural_damage_met_on_any_path_quarantines_and_nothing_reaches_the_f
         assert Path(f"{db}-wal").stat().st_size > 0  # the committed frames are still there
     with pytest.raises(StateDbCorruptError, match="quarantined"):
         StateStore.open(home)
+
+
+def test_damage_in_the_sessions_table_is_structural_and_quarantines(home: Path) -> None:
+    """The verdict's quick_check covers ``sessions`` too: a bare SQLITE_CORRUPT from a
+    damaged sessions page is the file's damage, never taken for the search index's."""
+    with StateStore.open(home) as store, store.unit_of_work() as uow:
+        for i in range(400):  # enough rows for the sessions b-tree to have many leaves
+            uow.sessions.create(id=f"s{i:04d}", title="a title " + "pad " * 20)
+        uow.commit()
+    db = home / "state.db"
+    damage.checkpoint_and_close(db, module=MODULE)
+    leaves = damage.btree_pages(db, "sessions", module=MODULE)
+    assert len(leaves) > 2
+    damage.overwrite_page(db, leaves[-1])
+
+    store = StateStore.open(home)
+    try:
+        with pytest.raises(StateDbCorruptError, match="sessions recover"):
+            store.write(
+                lambda uow: uow.connection.execute(
+                    text("UPDATE sessions SET title = 'x' WHERE id = 's0399'")
+                )
+            )
+        assert store.quarantined and quarantine.is_quarantined(db)
+    finally:
+        store.close()
 
 
 def _take_out_statement_guard(store: StateStore) -> None:

@@ -8,8 +8,11 @@ a locked database spools instead of failing, and the event loop never waits.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
+import os
 import sqlite3
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -20,6 +23,7 @@ from agents.memory import Session
 from agents.testing import ScriptedModel
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sqlalchemy import make_url
 
 from hermes_repo import (
     ConfigurationError,
@@ -37,9 +41,11 @@ from hermes_repo.integrations.openai_agents import (
     HermesSession,
     session_key,
 )
+from hermes_repo.repositories.messages import MessageRepository
 from tests.cli.conftest import run_cli
 from tests.support import damage
 from tests.support.locking import write_lock_held_by_another_process
+from tests.support.pg import PgServer
 
 ITEMS: list[dict[str, Any]] = [
     {"content": "What is the capital of Japan? 日本の首都は？", "role": "user"},
@@ -476,6 +482,75 @@ def test_pops_racing_on_one_session_never_take_the_same_item(store: StateStore) 
         popped = [item for got in pool.map(lambda _: popper(), range(4)) for item in got]
     assert sorted(i["content"] for i in popped) == sorted(i["content"] for i in items)
     assert asyncio.run(HermesSession("race", store).get_items()) == []
+
+
+WAIT_S = 60.0
+_PAUSED: contextvars.ContextVar[bool] = contextvars.ContextVar("paused", default=False)
+
+
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
+def test_a_pop_from_another_store_waits_for_the_session_row_lock(
+    backend: str,
+    store: StateStore,
+    pg_server: PgServer,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """Two stores of one database in two homes (as two gateways have): no in-process
+    lock is shared, so only the server keeps their pops apart. Pop A stops after reading
+    the newest item, inside its unit; pop B must then queue on the session row's lock,
+    not take that item too."""
+    items = [{"role": "user", "content": f"m{i}"} for i in range(4)]
+    asyncio.run(HermesSession("race", store).add_items(items))
+    read = threading.Event()
+    resume = threading.Event()
+    real_list = MessageRepository.list
+
+    def pausing_list(self: MessageRepository, *args: Any, **kwargs: Any) -> Any:
+        found = real_list(self, *args, **kwargs)
+        if _PAUSED.get() and not read.is_set():
+            read.set()
+            resume.wait(WAIT_S)
+        return found
+
+    monkeypatch.setattr(MessageRepository, "list", pausing_list)
+    popped: dict[str, Any] = {}
+
+    def pop(name: str, pause: bool) -> None:
+        with StateStore.open(tmp_path / name) as own:
+
+            async def run() -> Any:
+                session = HermesSession("race", own)
+                await session.get_items(1)  # opened (and replayed) before the race
+                _PAUSED.set(pause)
+                return await session.pop_item()
+
+            popped[name] = asyncio.run(run())
+
+    a = threading.Thread(target=pop, args=("a", True))
+    a.start()
+    assert read.wait(WAIT_S), "pop A never read the newest item"
+    b = threading.Thread(target=pop, args=("b", False))
+    b.start()
+    database = make_url(os.environ["HERMES_REPO_URL"]).database
+    # Event-driven: B shows up waiting on a lock in the server (or, without the row
+    # lock, B simply finishes, having taken A's item).
+    with pg_server.admin() as admin:
+        for _ in range(int(WAIT_S / 0.01)):
+            waiting = admin.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = %s "
+                "AND wait_event_type = 'Lock'",
+                (database,),
+            ).fetchone()
+            if (waiting and waiting[0]) or not b.is_alive():
+                break
+            threading.Event().wait(0.01)
+    resume.set()
+    a.join(WAIT_S)
+    b.join(WAIT_S)
+    assert popped["a"] == items[3]
+    assert popped["b"] == items[2], "two pops took the same item"
+    assert asyncio.run(HermesSession("race", store).get_items()) == items[:2]
 
 
 @pytest.mark.usefixtures("backend")
