@@ -1,12 +1,23 @@
-"""Fixtures for driving the real ``hermes-repo`` console script in a subprocess."""
+"""Fixtures for driving the ``hermes-repo`` command.
+
+``cli`` runs the command in this process through click's test runner (the same
+``main`` group the console script calls, with its own environment, working folder and
+streams): a subprocess costs a Python start-up and the imports, ~100 times the command
+itself. Tests that must prove the real console script (its exit codes as a shell sees
+them, signals, a second process holding the store, stdin, the interpreter's own start)
+ask for it with ``@pytest.mark.subprocess_cli``, and ``HERMES_TEST_CLI=subprocess`` runs
+every CLI test that way.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+import traceback
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,8 +44,55 @@ class Result:
 Cli = Callable[..., Result]
 
 
-def run_cli(*args: str | Path, cwd: Path, env: dict[str, str] | None = None) -> Result:
-    """Run ``hermes-repo ARGS`` (the installed script) and capture its output."""
+#: ``HERMES_TEST_CLI=subprocess``: every CLI test runs the installed console script.
+ALWAYS_SUBPROCESS = os.environ.get("HERMES_TEST_CLI") == "subprocess"
+
+
+@contextlib.contextmanager
+def _working_folder(cwd: Path) -> Iterator[None]:
+    before = os.getcwd()
+    os.chdir(cwd)
+    try:
+        yield
+    finally:
+        os.chdir(before)
+
+
+def run_cli_in_process(*args: str | Path, cwd: Path, env: dict[str, str] | None = None) -> Result:
+    """Run the ``hermes-repo`` group in this process (click's runner) from ``cwd``."""
+    from click.testing import CliRunner
+
+    from hermes_repo.cli import main
+
+    environ = {"COLUMNS": "200", **(env or {})}
+    runner = CliRunner()
+    with _working_folder(cwd):
+        result = runner.invoke(main, [str(a) for a in args], env=environ, prog_name="hermes-repo")
+    stderr = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        # What the interpreter would print for an uncaught exception (tests look for it).
+        stderr += "Traceback (most recent call last):\n" + "".join(
+            traceback.format_exception(result.exception)
+        )
+        return Result(1, result.stdout, stderr)
+    return Result(result.exit_code, result.stdout, stderr)
+
+
+def run_cli(
+    *args: str | Path,
+    cwd: Path,
+    env: dict[str, str] | None = None,
+    subprocess_only: bool = False,
+) -> Result:
+    """Run ``hermes-repo ARGS`` and capture its output: in this process, or with
+    ``subprocess_only`` (or ``HERMES_TEST_CLI=subprocess``) the installed script."""
+    if not (subprocess_only or ALWAYS_SUBPROCESS):
+        return run_cli_in_process(*args, cwd=cwd, env=env)
+    return run_script(*args, cwd=cwd, env=env)
+
+
+def run_script(*args: str | Path, cwd: Path, env: dict[str, str] | None = None) -> Result:
+    """Run ``hermes-repo ARGS`` (the installed script) in a subprocess."""
     if not SCRIPT.exists():
         pytest.fail(f"the console script is not installed next to {sys.executable}")
     # COLUMNS is wide so table cells are not folded in assertions.
@@ -59,14 +117,16 @@ def run_cli_from_root(*args: str | Path) -> Result:
 
 
 @pytest.fixture
-def cli(tmp_path: Path) -> Cli:
-    """``cli(*args, env=None)`` runs the console script from a scratch folder, so nothing
-    depends on the working directory being the repository."""
+def cli(tmp_path: Path, request: pytest.FixtureRequest) -> Cli:
+    """``cli(*args, env=None)`` runs the command from a scratch folder, so nothing
+    depends on the working directory being the repository (in this process unless the
+    test is marked ``subprocess_cli``)."""
     workdir = tmp_path / "cwd"
     workdir.mkdir(exist_ok=True)
+    real = request.node.get_closest_marker("subprocess_cli") is not None
 
     def run(*args: str | Path, env: dict[str, str] | None = None) -> Result:
-        return run_cli(*args, cwd=workdir, env=env)
+        return run_cli(*args, cwd=workdir, env=env, subprocess_only=real)
 
     return run
 

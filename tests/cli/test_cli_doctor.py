@@ -6,6 +6,8 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from hermes_repo import StateStore
 from tests.cli.conftest import Cli
 from tests.support import damage
@@ -26,6 +28,7 @@ def test_healthy_store_exits_zero(home: Path, cli: Cli) -> None:
     assert report["fts"]["stale"] is False
 
 
+@pytest.mark.subprocess_cli  # the doctor names the holders other than itself: another process
 def test_detached_index_exits_one_and_prints_the_repair_command(home: Path, cli: Cli) -> None:
     seed_store(home)
     damage.fts_delete_averages(home / "state.db", module=MODULE)

@@ -54,6 +54,11 @@ def role(pg_server: PgServer, pg_template: str) -> Iterator[SecretRole]:
         yield made
 
 
+# The runs go two at a time (below), which one process cannot do: Alembic's context
+# and the CLI's streams are process-wide. So each is a real console script.
+pytestmark = pytest.mark.subprocess_cli
+
+
 def _run_all(cli: Cli, runs: Sequence[tuple[Sequence[str], dict[str, str] | None]]) -> list[Result]:
     # Independent reads: two at a time halves the wall time of ~20 interpreter starts.
     with ThreadPoolExecutor(max_workers=2) as pool:
