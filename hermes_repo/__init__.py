@@ -15,51 +15,36 @@ The public contract::
 import importlib
 from typing import TYPE_CHECKING, Any
 
-# What a message must be to become a row: for a caller (a framework's door) that checks a
-# whole call before writing any of it.
-from .codec import check_server_text, message_to_row
-from .errors import (
-    CommitUnknownError,
-    ConfigurationError,
-    DatabaseBusyError,
-    HermesRepoError,
-    ImportSourceError,
-    IntegrityViolation,
-    InvalidArgumentError,
-    NotFoundError,
-    NotOnThisBackendError,
-    QueryTimeoutError,
-    SchemaMismatchError,
-    SearchQueryError,
-    ServerConfigError,
-    SessionTakenError,
-    StateDbCorruptError,
-    StorageFullError,
-    StoreClosedError,
-    StoreFileReplacedError,
-    UidConflictError,
-    UnsafePathError,
-    WriteFailedError,
-)
-from .hermes_import import HermesImportReport
-from .holders import StoreHeldError
-from .ids import validate_session_id
-from .repositories import EntryRepository, MessageRepository, SearchHit, SessionRepository
-from .repositories.search_paging import (
-    MAX_SEARCH_LIMIT,
-    SearchCursorError,
-    SearchLimitError,
-    SearchPage,
-)
-from .store import Conversation, StateStore, StoreHealth
-from .transcript.reconcile import ReconcileConflict
-from .transcript.replay import ReplayReport
-from .transcript.writer import FlushResult, Rejection, TranscriptWriter
-from .transfer import ImportReport, JsonlImportError, SessionInfo
-from .uow import UnitOfWork
-from .walcheck import WalSaveError
-
 if TYPE_CHECKING:
+    # What a message must be to become a row: for a caller (a framework's door) that
+    # checks a whole call before writing any of it.
+    from .codec import check_server_text, message_to_row
+    from .errors import (
+        CommitUnknownError,
+        ConfigurationError,
+        DatabaseBusyError,
+        HermesRepoError,
+        ImportSourceError,
+        IntegrityViolation,
+        InvalidArgumentError,
+        NotFoundError,
+        NotOnThisBackendError,
+        QueryTimeoutError,
+        SchemaMismatchError,
+        SearchQueryError,
+        ServerConfigError,
+        SessionTakenError,
+        StateDbCorruptError,
+        StorageFullError,
+        StoreClosedError,
+        StoreFileReplacedError,
+        UidConflictError,
+        UnsafePathError,
+        WriteFailedError,
+    )
+    from .hermes_import import HermesImportReport
+    from .holders import StoreHeldError
+    from .ids import validate_session_id
     from .ops.doctor import DoctorReadError, JournalFileError
     from .ops.repair import RepairError, RepairStoreHeldError
     from .ops.replace import ReplaceError
@@ -72,24 +57,40 @@ if TYPE_CHECKING:
         SnapshotStoreHeldError,
         SnapshotVerifyError,
     )
+    from .repositories import EntryRepository, MessageRepository, SearchHit, SessionRepository
+    from .repositories.search_paging import (
+        MAX_SEARCH_LIMIT,
+        SearchCursorError,
+        SearchLimitError,
+        SearchPage,
+    )
     from .salvage import RecoveryError, SalvageError
     from .salvage.pagescan import PageError
     from .schema.backup import BackupSpaceError
+    from .store import Conversation, StateStore, StoreHealth
+    from .transcript.reconcile import ReconcileConflict
+    from .transcript.replay import ReplayReport
+    from .transcript.writer import FlushResult, Rejection, TranscriptWriter
+    from .transfer import ImportReport, JsonlImportError, SessionInfo
     from .transfer.copy import CopyConflictError, CopyError, CopyVerificationError
+    from .uow import UnitOfWork
+    from .walcheck import WalSaveError
 
-# The operator tools' errors are exported by name but imported on first use: a program
-# that only appends and searches does not pay for loading the doctor, the repair, the
-# snapshots and the salvage at `import hermes_repo`.
-_LAZY_ERRORS = {
-    "BackupSpaceError": ".schema.backup",
-    "CopyConflictError": ".transfer.copy",
-    "CopyError": ".transfer.copy",
-    "CopyVerificationError": ".transfer.copy",
+    # The name the spool replay's report had before "replay" and "recover" were told apart.
+    RecoveryReport = ReplayReport
+
+# Every public name is imported on first use (PEP 562): `import hermes_repo` loads no
+# SQLAlchemy, no Alembic and no importer, so the `hermes-repo` command starts in a blink
+# (`--help`, `--version`) and a program pays only for what it touches. The package tests
+# check that every name here resolves and that the heavy modules stay out.
+_LAZY: dict[str, str] = {
+    "check_server_text": ".codec",
+    "message_to_row": ".codec",
+    "HermesImportReport": ".hermes_import",
+    "StoreHeldError": ".holders",
+    "validate_session_id": ".ids",
     "DoctorReadError": ".ops.doctor",
     "JournalFileError": ".ops.doctor",
-    "PageError": ".salvage.pagescan",
-    "RecoveryError": ".salvage",
-    "SalvageError": ".salvage",
     "RepairError": ".ops.repair",
     "RepairStoreHeldError": ".ops.repair",
     "ReplaceError": ".ops.replace",
@@ -100,20 +101,83 @@ _LAZY_ERRORS = {
     "SnapshotSpaceError": ".ops.snapshots",
     "SnapshotStoreHeldError": ".ops.snapshots",
     "SnapshotVerifyError": ".ops.snapshots",
+    "EntryRepository": ".repositories",
+    "MessageRepository": ".repositories",
+    "SearchHit": ".repositories",
+    "SessionRepository": ".repositories",
+    "MAX_SEARCH_LIMIT": ".repositories.search_paging",
+    "SearchCursorError": ".repositories.search_paging",
+    "SearchLimitError": ".repositories.search_paging",
+    "SearchPage": ".repositories.search_paging",
+    "RecoveryError": ".salvage",
+    "SalvageError": ".salvage",
+    "PageError": ".salvage.pagescan",
+    "BackupSpaceError": ".schema.backup",
+    "Conversation": ".store",
+    "StateStore": ".store",
+    "StoreHealth": ".store",
+    "ReconcileConflict": ".transcript.reconcile",
+    "ReplayReport": ".transcript.replay",
+    "RecoveryReport": ".transcript.replay:ReplayReport",
+    "FlushResult": ".transcript.writer",
+    "Rejection": ".transcript.writer",
+    "TranscriptWriter": ".transcript.writer",
+    "ImportReport": ".transfer",
+    "JsonlImportError": ".transfer",
+    "SessionInfo": ".transfer",
+    "CopyConflictError": ".transfer.copy",
+    "CopyError": ".transfer.copy",
+    "CopyVerificationError": ".transfer.copy",
+    "UnitOfWork": ".uow",
+    "WalSaveError": ".walcheck",
 }
+_LAZY.update(
+    dict.fromkeys(
+        (
+            "CommitUnknownError",
+            "ConfigurationError",
+            "DatabaseBusyError",
+            "HermesRepoError",
+            "ImportSourceError",
+            "IntegrityViolation",
+            "InvalidArgumentError",
+            "NotFoundError",
+            "NotOnThisBackendError",
+            "QueryTimeoutError",
+            "SchemaMismatchError",
+            "SearchQueryError",
+            "ServerConfigError",
+            "SessionTakenError",
+            "StateDbCorruptError",
+            "StorageFullError",
+            "StoreClosedError",
+            "StoreFileReplacedError",
+            "UidConflictError",
+            "UnsafePathError",
+            "WriteFailedError",
+        ),
+        ".errors",
+    )
+)
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY_ERRORS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'hermes_repo' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
+if not TYPE_CHECKING:
+    # Hidden from type checkers, which see the imports above: a misspelt name stays an
+    # error for a user's mypy instead of becoming Any.
+
+    def __getattr__(name: str) -> Any:
+        target = _LAZY.get(name)
+        if target is None:
+            raise AttributeError(f"module 'hermes_repo' has no attribute {name!r}")
+        module, _, attribute = target.partition(":")
+        value = getattr(importlib.import_module(module, __name__), attribute or name)
+        globals()[name] = value  # later lookups skip this function
+        return value
 
 
-# The name the spool replay's report had before "replay" and "recover" were told apart.
-RecoveryReport = ReplayReport
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "MAX_SEARCH_LIMIT",

@@ -26,13 +26,14 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Literal
-
-from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.engine import URL, Connection
+from typing import TYPE_CHECKING, Any, Literal
 
 from .backend import SQLITE, Backend
 from .errors import ConfigurationError, UnsafePathError
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+    from sqlalchemy.engine import Connection
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
@@ -278,6 +279,11 @@ def create_store_engine(
     yields True while the switch is safe (the store holds the file alone). None: switch
     whenever SQLite allows it.
     """
+    # Imported here: the driver and path rules above serve `hermes-repo --version` and
+    # `--help`, which must not pay for loading SQLAlchemy.
+    from sqlalchemy import create_engine, event
+    from sqlalchemy.engine import URL
+
     drv = driver or select_driver()
     prepare_path(db_path)
     # The path goes in as the URL's database *component*, never through a URL string:

@@ -249,7 +249,8 @@ def load_psycopg() -> ModuleType:
     except ImportError as exc:
         raise ConfigurationError(
             "a PostgreSQL store needs the psycopg 3 driver, which is not installed; run "
-            "`pip install 'hermes_repo[postgresql]'`"
+            "`pip install 'psycopg[binary]>=3.2'` (the postgresql extra: `pip install "
+            "'.[postgresql]'` in a hermes_repo checkout)"
         ) from exc
 
 

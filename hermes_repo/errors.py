@@ -14,8 +14,11 @@ from __future__ import annotations
 import enum
 import errno
 import re
+import sys
+from typing import TYPE_CHECKING, cast
 
-from sqlalchemy import exc as sa_exc
+if TYPE_CHECKING:
+    from sqlalchemy.exc import DBAPIError
 
 __all__ = [
     "CommitUnknownError",
@@ -210,9 +213,23 @@ SQLITE_NOTADB = 26
 SQLITE_CORRUPT_VTAB = 267
 
 
+def _as_sqlalchemy_error(err: BaseException) -> DBAPIError | None:
+    """``err`` if it is SQLAlchemy's wrapper of a driver error, else None.
+
+    Looked up without importing SQLAlchemy: an error can only be SQLAlchemy's if
+    SQLAlchemy is loaded, and this module must stay cheap to import (the CLI's
+    ``--help`` and every error class load it).
+    """
+    sa_exc = sys.modules.get("sqlalchemy.exc")
+    if sa_exc is not None and isinstance(err, sa_exc.DBAPIError):
+        return cast("DBAPIError", err)
+    return None
+
+
 def _dbapi_error(err: BaseException) -> BaseException:
-    if isinstance(err, sa_exc.DBAPIError) and err.orig is not None:
-        return err.orig
+    wrapped = _as_sqlalchemy_error(err)
+    if wrapped is not None and wrapped.orig is not None:
+        return wrapped.orig
     return err
 
 
@@ -304,7 +321,8 @@ def pg_sqlstate(err: BaseException) -> str | None:
 def _pg_lost_connection(err: BaseException, orig: BaseException) -> bool:
     """A psycopg error without SQLSTATE raised by the client: no server reached, or
     the connection broke mid-statement (SQLAlchemy marks it invalidated)."""
-    if isinstance(err, sa_exc.DBAPIError) and err.connection_invalidated:
+    wrapped = _as_sqlalchemy_error(err)
+    if wrapped is not None and wrapped.connection_invalidated:
         return True
     return any(c.__name__ == "OperationalError" for c in type(orig).__mro__)
 
@@ -412,7 +430,7 @@ def classify(err: BaseException) -> ErrorKind:
         # Another library error: what it was translated from decides, if anything.
         cause = err.__cause__
         return classify(cause) if cause is not None else ErrorKind.OTHER
-    if isinstance(err, OSError) and not isinstance(err, sa_exc.DBAPIError):
+    if isinstance(err, OSError) and _as_sqlalchemy_error(err) is None:
         return ErrorKind.DISK if err.errno in _DISK_ERRNOS else ErrorKind.OTHER
     orig = _dbapi_error(err)
     if _is_pg_error(orig):

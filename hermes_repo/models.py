@@ -25,8 +25,11 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from .roles import ROLES
+
 __all__ = [
     "NAMING_CONVENTION",
+    "ROLES",
     "AgentSession",
     "Base",
     "Message",
@@ -46,7 +49,6 @@ NAMING_CONVENTION = {
     "pk": "pk_%(table_name)s",
 }
 
-ROLES = ("system", "user", "assistant", "tool")
 
 # SQLite's INTEGER holds 64 bits and the codec accepts any 64-bit value; PostgreSQL's
 # INTEGER holds 32. Ids, token counts and counters are BIGINT there (same DDL on SQLite,

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from sqlalchemy import Engine
 from sqlalchemy.engine import Connection
@@ -25,7 +25,6 @@ from .errors import (
     StateDbCorruptError,
 )
 from .health import StoreHealth, journal_notes, store_health
-from .hermes_import import HermesImportReport, import_hermes_db
 from .holders import HolderLock
 from .ids import check_session_id
 from .provenance import StoreIdentity, database_target, ensure_identity
@@ -45,6 +44,9 @@ from .transfer import (
     import_jsonl,
 )
 from .uow import UnitOfWork
+
+if TYPE_CHECKING:
+    from .hermes_import import HermesImportReport
 
 __all__ = ["Conversation", "StateStore", "StoreHealth", "journal_notes"]
 
@@ -143,8 +145,8 @@ class StateStore:
         replayed now stays for later and never fails the open.
 
         ``url`` (else ``$HERMES_REPO_URL``) chooses a PostgreSQL database,
-        ``postgresql+psycopg://user:pw@host:port/db`` (needs ``pip install
-        'hermes_repo[postgresql]'``); ``home`` then still holds the transcript spool and
+        ``postgresql+psycopg://user:pw@host:port/db`` (needs psycopg 3, the
+        ``postgresql`` extra); ``home`` then still holds the transcript spool and
         the other local files. Without either (or with ``url="sqlite"``), the store is
         the SQLite file in ``home``.
         """
@@ -373,6 +375,10 @@ class StateStore:
             raise ImportSourceError(
                 f"{path} is this store's own file; pass the state.db of a Hermes Agent home"
             )
+        # The importer is loaded by an import alone: opening, reading and writing a
+        # store never pay for it.
+        from .hermes_import import import_hermes_db
+
         return import_hermes_db(self.database, Path(path), dry_run=dry_run, progress=progress)
 
     def append_message(

@@ -1,19 +1,24 @@
-"""The built wheel works on its own: migrations inside it, console script, any folder.
+"""The built wheel works on its own: migrations inside it, console script, any folder,
+and the type information its users' type checkers read.
 
 The package is installed from a freshly built wheel (not the editable checkout) into a
 new virtual environment, and `hermes-repo db upgrade` runs from an unrelated working
 directory: this catches migrations missing from the wheel, imports that only resolve
-from the source tree, and a broken entry point.
+from the source tree, and a broken entry point. mypy then checks a user's script against
+the installed wheel: without `py.typed` it would see `StateStore` as Any.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import site
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from hermes_repo.schema import migrate
 
@@ -55,7 +60,8 @@ def make_venv(path: Path, cwd: Path) -> Path:
     return path / "bin" / "python"
 
 
-def test_the_wheel_installs_and_upgrades_a_store_from_any_folder(tmp_path: Path) -> None:
+def install_wheel(tmp_path: Path) -> tuple[Path, Path]:
+    """A new venv holding the wheel built from this checkout, and an unrelated folder."""
     wheels = tmp_path / "wheels"
     run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", wheels, ROOT, cwd=ROOT)
     (wheel,) = wheels.glob("hermes_repo-*.whl")
@@ -77,7 +83,12 @@ def test_the_wheel_installs_and_upgrades_a_store_from_any_folder(tmp_path: Path)
         wheel,
         cwd=elsewhere,
     )
+    return venv, elsewhere
 
+
+def test_the_wheel_installs_and_upgrades_a_store_from_any_folder(tmp_path: Path) -> None:
+    venv, elsewhere = install_wheel(tmp_path)
+    python = venv / "bin" / "python"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     installed_at = run(
         python, "-c", "import hermes_repo; print(hermes_repo.__file__)", cwd=elsewhere, env=env
@@ -95,3 +106,39 @@ def test_the_wheel_installs_and_upgrades_a_store_from_any_folder(tmp_path: Path)
         conn.close()
     assert revision == migrate.head_revision()
     assert {"sessions", "messages", "state_meta", "messages_fts"} <= tables
+
+
+_USER_SCRIPT = """\
+from hermes_repo import StateStore
+
+with StateStore.open("home") as store:
+    reveal_type(store)
+    reveal_type(store.search("words"))
+    revision: int = store.health().revision  # a str or None: the one error to report
+"""
+
+
+def test_the_installed_wheel_is_typed_for_its_users(tmp_path: Path) -> None:
+    pytest.importorskip("mypy", reason="mypy comes with the dev extra: pip install -e '.[dev]'")
+    venv, elsewhere = install_wheel(tmp_path)
+    script = elsewhere / "user_script.py"
+    script.write_text(_USER_SCRIPT)
+    # The test run's mypy, told to resolve imports as the new venv's Python does: it finds
+    # hermes_repo only in the installed wheel (the checkout is not on that path).
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental",
+         "--python-executable", str(venv / "bin" / "python"), script.name],
+        cwd=elsewhere,
+        env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MYPYPATH")},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )  # fmt: skip
+    out = proc.stdout
+    assert 'Revealed type is "hermes_repo.store.StateStore"' in out, out
+    hits = r'Revealed type is "(builtins\.)?list\[hermes_repo\.[\w.]*SearchHit\]"'
+    assert re.search(hits, out), out
+    errors = [line for line in out.splitlines() if ": error:" in line]
+    assert len(errors) == 1 and "[assignment]" in errors[0], out
+    assert proc.returncode == 1, out

@@ -6,7 +6,10 @@ it at exit, and the one error boundary that turns every library, OS and migratio
 into a single ``error: <cause>; <fix>`` line on stderr with exit code 1 (usage errors
 exit with 2, as click does).
 
-Commands live in one module per area and are registered in the explicit lists below.
+Commands live in one module per area and are registered in the explicit table below,
+by name: a command's module is imported only when that command runs or shows its help
+(see :mod:`._lazy`), so ``--version`` and ``--help`` load neither SQLAlchemy nor the
+store.
 """
 
 from __future__ import annotations
@@ -18,58 +21,49 @@ from pathlib import Path
 from typing import Any
 
 import click
-from alembic.util.exc import CommandError as AlembicCommandError
-from sqlalchemy.exc import DBAPIError
 
 from .. import __version__
 from ..engine import select_driver
 from ..errors import HermesRepoError, translate
+from ._lazy import LazyCommand, LazyGroup
 from ._options import URL_HELP
 from ._output import CliError, terminal_text
 from ._state import CliState
 
-# Aliased so that `hermes_repo.cli.db` and `hermes_repo.cli.sessions` stay the modules.
-from .db import db as db_group
-from .doctor import doctor_command
-from .pending import pending as pending_group
-from .recover import recover_command
-from .search import search_command
-from .sessions import sessions as sessions_group
-from .snapshot import snapshot as snapshot_group
-from .transfer import export_command, import_command
-
 __all__ = ["CliError", "CliState", "main"]
 
 
-def _driver_errors() -> tuple[type[Exception], ...]:
-    # Raw DB-API errors (not wrapped by SQLAlchemy) escape from the backup API and from
-    # raw connections; every driver's base class is caught so none becomes a traceback.
-    errors: list[type[Exception]] = [sqlite3.Error]
-    try:
-        import pysqlite3.dbapi2 as pysqlite3_dbapi
-    except ImportError:
-        pass
-    else:
-        errors.append(pysqlite3_dbapi.Error)
-    try:
-        import psycopg
-    except ImportError:
-        pass
-    else:
-        errors.append(psycopg.Error)
-    return tuple(errors)
+def _loaded_error(module: str, name: str) -> tuple[type[Exception], ...]:
+    # An exception of a library can only be raised once that library is loaded, so its
+    # class is looked up, never imported: the error boundary costs nothing at start.
+    loaded = sys.modules.get(module)
+    error = getattr(loaded, name, None) if loaded is not None else None
+    return (error,) if isinstance(error, type) and issubclass(error, Exception) else ()
 
 
-_DRIVER_ERRORS = _driver_errors()
+def _database_errors() -> tuple[type[Exception], ...]:
+    # SQLAlchemy's wrapper, and raw DB-API errors (not wrapped by SQLAlchemy) that escape
+    # from the backup API and from raw connections: every driver's base class is caught
+    # so none becomes a traceback.
+    return (
+        sqlite3.Error,
+        *_loaded_error("sqlalchemy.exc", "DBAPIError"),
+        *_loaded_error("pysqlite3.dbapi2", "Error"),
+        *_loaded_error("psycopg", "Error"),
+    )
+
+
+def _migration_errors() -> tuple[type[Exception], ...]:
+    return _loaded_error("alembic.util.exc", "CommandError")
 
 
 def _one_line_cause(exc: BaseException) -> str:
     """The ``<cause>; <fix>`` text for an error the CLI reports instead of a traceback."""
     if isinstance(exc, HermesRepoError):
         return str(exc)
-    if isinstance(exc, (DBAPIError, *_DRIVER_ERRORS)):
+    if isinstance(exc, _database_errors()):
         return str(translate(exc, action="database access"))
-    if isinstance(exc, AlembicCommandError):
+    if isinstance(exc, _migration_errors()):
         return f"migration failed: {exc}; run `hermes-repo db current` to see the revision"
     if isinstance(exc, OSError):
         where = f" {exc.filename}" if exc.filename else ""
@@ -77,17 +71,47 @@ def _one_line_cause(exc: BaseException) -> str:
     return str(exc)
 
 
-# What the CLI reports as one line; anything else is a bug and keeps its traceback.
-_REPORTED_ERRORS: tuple[type[Exception], ...] = (
-    HermesRepoError,
-    DBAPIError,
-    AlembicCommandError,
-    OSError,
-    *_DRIVER_ERRORS,
-)
+def _reported_errors() -> tuple[type[Exception], ...]:
+    """What the CLI reports as one line; anything else is a bug and keeps its traceback."""
+    return (HermesRepoError, OSError, *_database_errors(), *_migration_errors())
 
 
-class _HermesGroup(click.Group):
+# Registration is an explicit table: a new command adds one entry here, with the summary
+# `hermes-repo --help` lists (a test checks it is the command's own first line).
+_COMMANDS: dict[str, LazyCommand] = {
+    "db": LazyCommand(
+        "hermes_repo.cli.db:db",
+        "Schema migrations (upgrade, revision, drift check), installing a recovered file,\n"
+        "and copying the store to PostgreSQL or another SQLite file.",
+    ),
+    "doctor": LazyCommand(
+        "hermes_repo.cli.doctor:doctor_command",
+        "Check the store without writing to it; exit 1 when something needs fixing.",
+    ),
+    "import": LazyCommand(
+        "hermes_repo.cli.transfer:import_command",
+        "Import sessions and messages from a Hermes Agent state.db or a JSON Lines FILE.",
+    ),
+    "pending": LazyCommand(
+        "hermes_repo.cli.pending:pending",
+        "Transcripts spooled while the database could not take them.",
+    ),
+    "search": LazyCommand(
+        "hermes_repo.cli.search:search_command",
+        "Search message text; every word of QUERY must match.",
+    ),
+    "sessions": LazyCommand(
+        "hermes_repo.cli.sessions:sessions",
+        "List, show and export the sessions in the store.",
+    ),
+    "snapshot": LazyCommand(
+        "hermes_repo.cli.snapshot:snapshot",
+        "Take, list and restore snapshots of state.db (in <home>/state-snapshots/).",
+    ),
+}
+
+
+class _HermesGroup(LazyGroup):
     """The root group: the single place where failures become one-line errors."""
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -103,14 +127,16 @@ class _HermesGroup(click.Group):
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
             raise click.exceptions.Exit(1) from None
-        except _REPORTED_ERRORS as exc:
-            raise CliError(_one_line_cause(exc)) from exc
         except click.ClickException as exc:
             # A usage error repeats the value it refuses, which may hold control
             # characters (a session id pasted from stored text): shown escaped.
             # (setattr: click types the attribute Final, yet show() reads it back.)
             setattr(exc, "message", terminal_text(exc.message))  # noqa: B010
             raise
+        except Exception as exc:
+            if not isinstance(exc, _reported_errors()):
+                raise
+            raise CliError(_one_line_cause(exc)) from exc
         finally:
             state = ctx.obj
             if isinstance(state, CliState):
@@ -155,6 +181,7 @@ def _home_option(ctx: click.Context, param: click.Parameter, value: str | None) 
 
 @click.group(
     cls=_HermesGroup,
+    lazy_subcommands=_COMMANDS,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 @click.option(
@@ -202,22 +229,3 @@ def main(ctx: click.Context, home: Path | None, url: str | None, verbose: bool) 
       hermes-repo search "checkpoint" --limit 5
     """
     ctx.obj = CliState(home, url=url or None, verbose=verbose)
-
-
-# Registration is an explicit list: a new command module adds one entry here.
-_COMMANDS: tuple[click.Command, ...] = (
-    db_group,
-    sessions_group,
-    import_command,
-    search_command,
-    pending_group,
-    snapshot_group,
-    doctor_command,
-)
-# Subcommands of `sessions` that live in other modules (export lives with import).
-_SESSION_COMMANDS: tuple[click.Command, ...] = (export_command, recover_command)
-
-for _command in _COMMANDS:
-    main.add_command(_command)
-for _command in _SESSION_COMMANDS:
-    sessions_group.add_command(_command)

@@ -36,3 +36,13 @@ class FiniteFloatRange(click.FloatRange):
 LIMIT = click.IntRange(min=1, max=MAX_LIMIT)
 BUDGET_S = FiniteFloatRange(min=0, max=MAX_BUDGET_S)
 KEEP = click.IntRange(min=1, max=MAX_KEEP)
+
+# Defaults and bounds the library owns, restated so that parsing a command line (and its
+# `--help`) loads no library module; tests/cli/test_cli_startup.py checks each against
+# the library's own.
+DEFAULT_KEEP = 5
+"""``snapshot create --keep``: :data:`hermes_repo.ops.snapshots.DEFAULT_KEEP`."""
+COPY_BATCH_SIZE = 1000
+"""``db copy --batch-size``: :data:`hermes_repo.transfer.copy.DEFAULT_BATCH_SIZE`."""
+MAX_COPY_BATCH_SIZE = 100_000
+"""``db copy --batch-size`` at most: :data:`hermes_repo.transfer.copy.MAX_BATCH_SIZE`."""

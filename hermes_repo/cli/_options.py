@@ -26,7 +26,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 JSON_HELP = "Print machine-readable JSON."
 URL_HELP = (
     "PostgreSQL database of the store, postgresql+psycopg://USER:PASSWORD@HOST:PORT/DB "
-    "(needs `pip install 'hermes_repo[postgresql]'`). --home still holds the spool and "
+    "(needs psycopg 3: `pip install 'psycopg[binary]>=3.2'`, or `pip install "
+    "'.[postgresql]'` in a hermes_repo checkout). --home still holds the spool and "
     "other local files. [default: $HERMES_REPO_URL, else the SQLite state.db in --home]"
 )
 

@@ -30,16 +30,12 @@ from rich.text import Text as RichText
 
 from ..codec import escape_surrogates, scrub
 from ..controls import control_positions, escape_controls, has_controls
-from ..engine_pg import redact
-from ..repositories.search import SNIPPET_CLOSE, SNIPPET_OPEN
-from ..transfer import finite, format_time
 
 __all__ = [
     "CliError",
     "Text",
     "echo",
     "echo_json",
-    "finite",
     "format_time",
     "json_for_terminal",
     "log_line",
@@ -77,6 +73,10 @@ class Text(RichText):
 
 def _secret_free(text: str) -> str:
     # Error, warning and log lines: also no password a driver's message repeated.
+    # Imported here, like the other library modules below: this module is loaded by
+    # every command, `--help` included, which must not load SQLAlchemy.
+    from ..engine_pg import redact
+
     return redact(terminal_text(text))
 
 
@@ -184,8 +184,18 @@ def echo_json(value: Any) -> None:
     try:
         text = json.dumps(value, ensure_ascii=False, indent=2, allow_nan=False)
     except ValueError:  # a stored NaN or infinity (old rows, raw SQL): not JSON
+        from ..transfer import finite
+
         text = json.dumps(finite(value), ensure_ascii=False, indent=2, allow_nan=False)
     click.echo(json_for_terminal(escape_surrogates(text)))
+
+
+def format_time(epoch: float | None, *, seconds: bool = True) -> str:
+    """:func:`hermes_repo.transfer.format_time`: an epoch time as local time, ``-`` when
+    absent, ``invalid time <value>`` when implausible."""
+    from ..transfer import format_time as transfer_format_time
+
+    return transfer_format_time(epoch, seconds=seconds)
 
 
 def snippet_text(snippet: str, *, color: bool) -> Text:
@@ -194,6 +204,8 @@ def snippet_text(snippet: str, *, color: bool) -> Text:
     With colour the markers are replaced by the highlight; without it (a pipe, a log)
     they are kept, since they are then the only thing that shows where the hit is.
     """
+    from ..repositories.search import SNIPPET_CLOSE, SNIPPET_OPEN
+
     out = Text()
     # Snippets may span lines; a table row should not. Escaped first: str.split would
     # take a few controls (U+001C-U+001F, U+0085) for spaces and lose them.

@@ -5,13 +5,16 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from ..engine import db_path_for_home
-from ..engine_pg import PgTarget, resolve_url
-from ..store import StateStore
 from ._output import log_line, warning_line
+
+if TYPE_CHECKING:
+    from ..engine_pg import PgTarget
+    from ..store import StateStore
 
 __all__ = ["CliState"]
 
@@ -77,6 +80,10 @@ class CliState:
     @property
     def server(self) -> PgTarget | None:
         """The PostgreSQL database of this invocation (checked), or None for SQLite."""
+        # The store and the URL rules load SQLAlchemy: imported when a command needs
+        # them, never for `--help`.
+        from ..engine_pg import resolve_url
+
         return resolve_url(self.url)
 
     @property
@@ -88,6 +95,8 @@ class CliState:
     def store(self) -> StateStore:
         """The store, opened on first use (created at head if the file is missing)."""
         if self._store is None:
+            from ..store import StateStore
+
             self._store = StateStore.open(self.home, url=self.url)
         return self._store
 

@@ -15,30 +15,17 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..engine import Driver
-from ..engine_pg import SQLITE_FILE
 from ..errors import HermesRepoError
-from ..ops.replace import replace_store
-from ..ops.server_schema import check_server, server_revision, upgrade_server
-from ..ops.upgrade import (
-    SchemaRevision,
-    check_schema,
-    describe_revision,
-    read_revision,
-    refuse_unless_ours,
-    restore_point,
-    schema_engine,
-)
-from ..provenance import peek_file_identity
-from ..schema import migrate
-from ..store import StateStore
-from ..transfer.copy import DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE, copy_store
-from ..transfer.copy_target import CopyTarget, parse_copy_target
+from ._numbers import COPY_BATCH_SIZE, MAX_COPY_BATCH_SIZE
 from ._options import json_option
 from ._output import CliError, echo, echo_json, stderr_console
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
+    from ..ops.upgrade import SchemaRevision
+    from ..store import StateStore
+    from ..transfer.copy_target import CopyTarget
     from ._state import CliState
 
 __all__ = ["db"]
@@ -85,6 +72,10 @@ def upgrade(state: CliState) -> None:
     Example:
       hermes-repo --home ~/.hermes db upgrade
     """
+    from ..ops.server_schema import upgrade_server
+    from ..ops.upgrade import read_revision, refuse_unless_ours, schema_engine
+    from ..schema import migrate
+
     server = state.server
     if server is not None:
         was, now = upgrade_server(server)
@@ -111,6 +102,8 @@ def upgrade(state: CliState) -> None:
 
 def _restore_point(engine: Engine, path: Path, rev: SchemaRevision) -> None:
     """Take the restore point before a migration and say what and where it is."""
+    from ..ops.upgrade import restore_point
+
     point = restore_point(engine, path, unverified=lambda why: echo(f"no snapshot: {why}"))
     snap = point.snapshot
     if snap is None:
@@ -141,6 +134,10 @@ def current(state: CliState, as_json: bool) -> None:
     Example:
       hermes-repo db current --json
     """
+    from ..ops.server_schema import server_revision
+    from ..ops.upgrade import describe_revision
+    from ..provenance import peek_file_identity
+
     server = state.server
     if server is not None:
         at = server_revision(server)
@@ -178,6 +175,9 @@ def check(state: CliState) -> None:
     Example:
       hermes-repo db check || hermes-repo db upgrade
     """
+    from ..ops.server_schema import check_server
+    from ..ops.upgrade import check_schema
+
     server = state.server
     if server is not None:
         srev, drift = check_server(server)
@@ -221,6 +221,8 @@ def replace(state: CliState, new_db: Path, as_json: bool) -> None:
       hermes-repo sessions recover --source ~/.hermes/state.db --output ~/.hermes/recovered/state.db
       hermes-repo --home ~/.hermes db replace ~/.hermes/recovered/state.db
     """
+    from ..ops.replace import replace_store
+
     result = replace_store(state.db_path.parent, new_db, url=state.url)
     if as_json:
         echo_json(result.as_dict())
@@ -268,6 +270,9 @@ def _open_copy_target(target: CopyTarget, home: Path | None) -> StateStore:
     Its pending spool files are its own business: a copy writes copied rows only, so
     nothing is replayed at the open. A server target keeps its local files (the spool)
     in the invocation's home, as any store on a server does."""
+    from ..engine_pg import SQLITE_FILE
+    from ..store import StateStore
+
     try:
         if target.home is not None:
             # A file target stays a file whatever HERMES_REPO_URL says.
@@ -288,8 +293,8 @@ def _open_copy_target(target: CopyTarget, home: Path | None) -> StateStore:
 )
 @click.option(
     "--batch-size",
-    type=click.IntRange(1, MAX_BATCH_SIZE),
-    default=DEFAULT_BATCH_SIZE,
+    type=click.IntRange(1, MAX_COPY_BATCH_SIZE),
+    default=COPY_BATCH_SIZE,
     show_default=True,
     help="Rows per transaction (memory holds one batch).",
 )
@@ -325,6 +330,9 @@ def copy(state: CliState, to: str, batch_size: int, as_json: bool) -> None:
       hermes-repo --home ~/.hermes db copy --to sqlite:////srv/hermes-copy/state.db
       hermes-repo --url postgresql+psycopg://hermes@db.internal/hermes db copy --to ~/.hermes-back
     """
+    from ..transfer.copy import copy_store
+    from ..transfer.copy_target import parse_copy_target
+
     target = parse_copy_target(to)
     source = state.store
     same_file = (

@@ -17,12 +17,12 @@ import click
 from rich import box
 from rich.table import Table
 
-from ..ops.doctor import DoctorReport, diagnose, diagnose_server
-from ..ops.repair import RepairReport, RepairStoreHeldError, repair_store
 from ._findings import print_findings, repair_failure_line
 from ._output import CliError, Text, echo_json, stdout_console
 
 if TYPE_CHECKING:
+    from ..ops.doctor import DoctorReport
+    from ..ops.repair import RepairReport
     from . import CliState
 
 __all__ = ["doctor_command"]
@@ -66,6 +66,9 @@ def doctor_command(state: CliState, fix: bool, as_json: bool) -> None:
       hermes-repo --home ~/.hermes doctor --json
       hermes-repo doctor --fix
     """
+    from ..ops.doctor import diagnose, diagnose_server
+    from ..ops.repair import RepairStoreHeldError, repair_store
+
     server = state.server
     repaired: RepairReport | None = None
     if fix:

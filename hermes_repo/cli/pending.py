@@ -20,16 +20,7 @@ from rich.table import Table
 
 from .. import hints
 from ..engine import default_home
-from ..engine_pg import safe_url
-from ..provenance import (
-    StoreIdentity,
-    peek_file_identity,
-    peek_session_sources,
-    url_target,
-)
-from ..store import StateStore
 from ..transcript import spool
-from ..transcript.replay import replay_command, why_not_here
 from ._numbers import BUDGET_S
 from ._options import json_option, session_option
 from ._output import CliError, Text, echo_json, format_time, stdout_console
@@ -37,6 +28,7 @@ from ._output import CliError, Text, echo_json, format_time, stdout_console
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from ..provenance import StoreIdentity
     from ._state import CliState
 
 __all__ = ["pending"]
@@ -55,6 +47,8 @@ def _home(state: CliState) -> Path:
 def _here(state: CliState) -> StoreIdentity:
     """The store this command line names, as far as it is known without opening it (a
     server's id is not read: its records are placed by their target)."""
+    from ..provenance import StoreIdentity, peek_file_identity, url_target
+
     server = state.server
     if server is not None:
         return StoreIdentity(None, url_target(server.url), is_file=False)
@@ -74,6 +68,8 @@ def _door_mismatch(f: spool.PendingFile, session_source: str | None) -> str | No
 def _owners(
     f: spool.PendingFile, here: StoreIdentity, session_source: str | None
 ) -> list[dict[str, Any]]:
+    from ..transcript.replay import replay_command, why_not_here
+
     out = []
     for owner, n in f.owners:
         why = why_not_here(owner, here, spooled_at=f.mtime)
@@ -184,6 +180,8 @@ def list_pending(state: CliState, as_json: bool) -> None:
     Example:
       hermes-repo pending list --json
     """
+    from ..provenance import peek_session_sources
+
     home = _home(state)
     now = time.time()
     here = _here(state)
@@ -263,6 +261,8 @@ def recover(
     Example:
       hermes-repo pending recover --session 20240611_101500_abcdef123456
     """
+    from ..store import StateStore
+
     # Open without the automatic recovery, so this command reports what it did.
     with StateStore.open(state.home, url=state.url, recover=False, write_budget_s=budget) as store:
         report = store.recover_pending(session_id, adopt=adopt)
@@ -302,6 +302,8 @@ def _this_store(state: CliState, rest: str) -> str:
     """``rest`` as a command for the very store this one ran on: with its URL (password
     masked) on a server, with its home on a SQLite file (a hint without ``--url`` would
     make the operator replay a server's spool into a SQLite file of the home)."""
+    from ..engine_pg import safe_url
+
     server = state.server
     if server is not None:
         return f"hermes-repo --url {shlex.quote(safe_url(server.url))} {rest}"

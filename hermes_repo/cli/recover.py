@@ -21,19 +21,10 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, T
 from rich.table import Table
 
 from ..engine import DB_NAME
-from ..ops.sqlite_only import refuse_on_server
-from ..salvage import (
-    ProgressEvent,
-    SalvageError,
-    SalvageInspection,
-    SalvageResult,
-    TableReport,
-    inspect,
-    salvage,
-)
 from ._output import CliError, Text, echo_json, stderr_console, stdout_console
 
 if TYPE_CHECKING:
+    from ..salvage import ProgressEvent, SalvageInspection, SalvageResult, TableReport
     from . import CliState
 
 __all__ = ["recover_command"]
@@ -127,6 +118,9 @@ def recover_command(
       hermes-repo sessions recover --source ~/.hermes/state.db --inspect-only
       hermes-repo sessions recover --source ~/.hermes/state.db --output ~/recovered/state.db
     """
+    from ..ops.sqlite_only import refuse_on_server
+    from ..salvage import inspect, salvage
+
     # A damaged file is salvaged into a file: with a PostgreSQL store chosen, that is
     # not the store's recovery (the server's backups are), so it is refused by name.
     refuse_on_server("sessions recover", "salvage", state.url)
@@ -148,10 +142,6 @@ def recover_command(
         _print_result(stdout_console(), result)
 
 
-class SalvageInterrupted(SalvageError):
-    """A signal stopped the salvage; its partial output and private copy were removed."""
-
-
 @contextlib.contextmanager
 def _cleanup_on_signals(output: Path) -> Iterator[None]:
     """Turn SIGTERM, SIGHUP (a dropped ssh session) and SIGINT into an exception.
@@ -161,6 +151,11 @@ def _cleanup_on_signals(output: Path) -> Iterator[None]:
     exception they unwind through :func:`~hermes_repo.salvage.salvage`, which removes
     both; the command then exits with 128 + the signal number, as a killed process would.
     """
+    from ..salvage import SalvageError
+
+    class SalvageInterrupted(SalvageError):
+        """A signal stopped the salvage; its partial output and private copy were removed."""
+
     caught: list[int] = []
 
     def stop(signum: int, _frame: object) -> None:

@@ -9,12 +9,12 @@ import click
 from rich import box
 from rich.table import Table
 
-from ..models import ROLES
-from ..repositories.search_paging import SearchPage
+from ..roles import ROLES
 from ._options import include_inactive_option, json_option, limit_option, session_option
 from ._output import Text, echo_json, format_time, snippet_text, stdout_console
 
 if TYPE_CHECKING:
+    from ..repositories.search_paging import SearchPage
     from ._state import CliState
 
 __all__ = ["search_command"]
@@ -79,6 +79,8 @@ def search_command(
     if cursor is not None and page is not None:
         raise click.UsageError("give one of --cursor and --page: a cursor already names a page")
     paged = cursor is not None or page is not None
+
+    from ..repositories.search_paging import SearchPage
 
     def page_after(after: str | None) -> SearchPage:
         return state.store.search_page(

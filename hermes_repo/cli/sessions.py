@@ -3,9 +3,9 @@
 ``sessions repair`` is the operator's repair of the whole store (search index and
 transcripts); the work is :func:`hermes_repo.ops.repair.repair_store`.
 
-``sessions`` is the click group other modules attach to (``export`` here from
-:mod:`.transfer`; ``recover`` later): import it as
-``from hermes_repo.cli.sessions import sessions``.
+``sessions`` is the click group; two of its commands live in other modules (``export``
+in :mod:`.transfer`, ``recover`` in :mod:`.recover`) and are named in its table of lazy
+subcommands, imported when used.
 """
 
 from __future__ import annotations
@@ -17,19 +17,14 @@ from rich import box
 from rich.table import Table
 
 from ..codec import scrub
-from ..ops.repair import RepairReport, repair_store
-from ..ops.transcript_check import (
-    ALTERNATION_RULES,
-    TOOL_PAIRING_RULES,
-    TranscriptReport,
-    repair_session,
-)
-from ..transfer import content_text
 from ._findings import print_findings, repair_failure_line
+from ._lazy import LazyCommand, LazyGroup
 from ._options import include_inactive_option, json_option, limit_option
 from ._output import CliError, Text, echo_json, format_time, stdout_console
 
 if TYPE_CHECKING:
+    from ..ops.repair import RepairReport
+    from ..ops.transcript_check import TranscriptReport
     from ._state import CliState
 
 __all__ = ["sessions"]
@@ -54,6 +49,8 @@ def _field(name: str, value: str) -> Text:
 
 
 def _preview(message: dict[str, Any]) -> str:
+    from ..transfer import content_text
+
     text = " ".join(content_text(message.get("content")).split())
     calls = _tool_calls_text(message)
     if calls:
@@ -63,7 +60,20 @@ def _preview(message: dict[str, Any]) -> str:
     return text
 
 
-@click.group("sessions")
+@click.group(
+    "sessions",
+    cls=LazyGroup,
+    lazy_subcommands={
+        "export": LazyCommand(
+            "hermes_repo.cli.transfer:export_command",
+            "Export one session's transcript as JSONL or Markdown.",
+        ),
+        "recover": LazyCommand(
+            "hermes_repo.cli.recover:recover_command",
+            "Salvage sessions and messages from a damaged state.db.",
+        ),
+    },
+)
 def sessions() -> None:
     """List, show and export the sessions in the store.
 
@@ -143,6 +153,8 @@ def show(
       hermes-repo sessions show 20260101_093000_5f2a --include-inactive
       hermes-repo sessions show 20260101_093000_5f2a --repair
     """
+    from ..ops.transcript_check import repair_session
+
     store = state.store
     # Repair before reading the session row, so its counters are the repaired ones.
     repaired = repair_session(store, session_id) if repair else None
@@ -241,6 +253,8 @@ def repair_command(state: CliState, check_only: bool, rebuild_search: bool, as_j
             "--check-only writes nothing and --rebuild-search rewrites the index; "
             "run `hermes-repo sessions repair --rebuild-search` without --check-only"
         )
+    from ..ops.repair import repair_store
+
     report = repair_store(
         state.home, check_only=check_only, rebuild_search=rebuild_search, url=state.url
     )
@@ -294,6 +308,8 @@ def _print_violations(report: TranscriptReport) -> None:
     table.add_column("session", no_wrap=True, style="cyan")
     table.add_column("rows", justify="right", no_wrap=True)
     # One column per rule, with short headers so an 80-column terminal fits the ids.
+    from ..ops.transcript_check import ALTERNATION_RULES, TOOL_PAIRING_RULES
+
     rules = (*ALTERNATION_RULES, *TOOL_PAIRING_RULES)  # user, asst, orphan, dup
     for header in ("user", "asst", "orphan", "dup"):
         table.add_column(header, justify="right", no_wrap=True)

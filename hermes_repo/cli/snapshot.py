@@ -15,10 +15,7 @@ import click
 
 from .. import hints
 from ..errors import IntegrityViolation
-from ..ops import snapshots as ops
-from ..ops.sqlite_only import refuse_on_server
-from ..schema import migrate
-from ._numbers import KEEP
+from ._numbers import DEFAULT_KEEP, KEEP
 from ._output import CliError, echo, echo_json, format_time
 
 if TYPE_CHECKING:
@@ -72,7 +69,7 @@ def snapshot() -> None:
 @click.option(
     "--keep",
     type=KEEP,
-    default=ops.DEFAULT_KEEP,
+    default=DEFAULT_KEEP,
     show_default=True,
     metavar="N",
     help="Operator snapshots to keep; older ones are deleted after this one is made "
@@ -90,6 +87,8 @@ def create(state: CliState, label: str | None, keep: int, as_json: bool) -> None
     Example:
       hermes-repo snapshot create --label nightly --keep 7
     """
+    from ..ops import snapshots as ops
+
     if label is not None:
         try:
             label.encode("utf-8")
@@ -123,6 +122,10 @@ def list_command(state: CliState, as_json: bool) -> None:
     Example:
       hermes-repo snapshot list --json
     """
+    from ..ops import snapshots as ops
+    from ..ops.sqlite_only import refuse_on_server
+    from ..schema import migrate
+
     refuse_on_server("snapshot list", "snapshot", state.url)
     snaps = ops.list_snapshots(state.home)
     if as_json:
@@ -167,6 +170,8 @@ def restore(state: CliState, snapshot_id: str, yes: bool, as_json: bool) -> None
     Example:
       hermes-repo snapshot restore 20260101T093000Z-3fa9c1 --yes
     """
+    from ..ops import snapshots as ops
+
     home = state.db_path.parent
     if not yes:
         if not sys.stdin.isatty():

@@ -14,22 +14,19 @@ from typing import TYPE_CHECKING
 import click
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
-from ..hermes_import import HermesImportReport, is_sqlite_file
-from ..transfer import (
-    EXPORT_FORMATS,
-    ImportReport,
-    import_jsonl,
-    read_export,
-    refuse_store_targets,
-    write_export,
-)
 from ._options import json_option
 from ._output import CliError, echo, echo_json, json_for_terminal, stderr_console
 
 if TYPE_CHECKING:
+    from ..hermes_import import HermesImportReport
+    from ..transfer import ImportReport
     from ._state import CliState
 
 __all__ = ["export_command", "import_command"]
+
+# :data:`hermes_repo.transfer.EXPORT_FORMATS`, restated so `sessions export --help` loads
+# no library module (a test checks the two are equal).
+EXPORT_FORMATS = ("jsonl", "markdown")
 
 
 def _progress() -> Progress:
@@ -50,6 +47,8 @@ def _progress() -> Progress:
 
 def run_import(state: CliState, path: Path) -> ImportReport:
     """Import the JSON Lines file ``path`` with a progress bar on a terminal's stderr."""
+    from ..transfer import import_jsonl
+
     store = state.store
     with _progress() as progress:
         task = progress.add_task("import", total=None, sessions=0, messages=0)
@@ -151,6 +150,9 @@ def import_command(
       hermes-repo import ~/.hermes/state.db --dry-run
       hermes-repo import samples/sample_sessions.jsonl
     """
+    # The importer of Hermes' state.db is loaded by this command alone.
+    from ..hermes_import import is_sqlite_file
+
     if fmt is None:
         fmt = "hermes-db" if is_sqlite_file(file) else "jsonl"
     if fmt == "hermes-db":
@@ -210,6 +212,8 @@ def export_command(state: CliState, session_id: str, fmt: str, output: Path | No
     Example:
       hermes-repo sessions export SID --format markdown -o transcript.md
     """
+    from ..transfer import read_export, refuse_store_targets, write_export
+
     home = state.db_path.parent
     if output is not None:
         # Before the store is opened: a refused target must not cost an open (or

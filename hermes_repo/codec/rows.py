@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import IntegrityViolation
-from ..models import ROLES
+from ..roles import ROLES
 from .checks import (
     _INT64,
     MAX_TIMESTAMP,

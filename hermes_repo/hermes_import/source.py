@@ -13,11 +13,9 @@ from pathlib import Path
 
 from ..engine import sqlite_uri
 from ..errors import ImportSourceError
-from ..schema.files import side_file
+from ..schema.files import SQLITE_HEADER, side_file
 
 __all__ = ["SQLITE_HEADER", "is_sqlite_file"]
-
-SQLITE_HEADER = b"SQLite format 3\x00"
 
 
 def is_sqlite_file(path: Path) -> bool:

@@ -75,7 +75,8 @@ try:
 except ImportError as exc:  # pragma: no cover - the extra is part of the dev install
     raise ImportError(
         "hermes_repo.integrations.openai_agents needs the OpenAI Agents SDK; install it "
-        "with: pip install 'hermes_repo[openai-agents]'"
+        "with: pip install 'openai-agents>=0.24' (the openai-agents extra: pip install "
+        "'.[openai-agents]' in a hermes_repo checkout)"
     ) from exc
 
 __all__ = ["CLEAR_REASON", "POP_REASON", "SOURCE", "HermesSession", "session_key"]

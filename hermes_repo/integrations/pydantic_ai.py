@@ -10,7 +10,7 @@
     result = await agent.run("hi", conversation=conversation)
     await conversations.save(result)
 
-Needs ``pip install 'hermes_repo[pydantic-ai]'``.
+Needs ``pip install 'pydantic-ai-slim>=2.68'`` (the ``pydantic-ai`` extra).
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised without the extra installed
     raise ImportError(
         "hermes_repo.integrations.pydantic_ai needs pydantic-ai: "
-        "pip install 'hermes_repo[pydantic-ai]'"
+        "pip install 'pydantic-ai-slim>=2.68' (the pydantic-ai extra: pip install "
+        "'.[pydantic-ai]' in a hermes_repo checkout)"
     ) from exc
 
 from sqlalchemy.engine import Connection

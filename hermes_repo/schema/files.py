@@ -9,6 +9,7 @@ from typing import Any
 
 __all__ = [
     "SIDE_SUFFIXES",
+    "SQLITE_HEADER",
     "free_bytes",
     "fsync_dir",
     "fsync_file",
@@ -22,6 +23,9 @@ __all__ = [
 #: What SQLite may keep beside ``state.db``: the WAL, its shared-memory index and the
 #: rollback journal. They belong to the database: copied, moved and removed with it.
 SIDE_SUFFIXES = ("-wal", "-shm", "-journal")
+
+#: The first 16 bytes of every SQLite database file.
+SQLITE_HEADER = b"SQLite format 3\x00"
 
 
 def side_file(db_path: Path, suffix: str) -> Path:

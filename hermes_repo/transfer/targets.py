@@ -16,8 +16,7 @@ from pathlib import Path
 
 from ..engine import DB_NAME
 from ..errors import ConfigurationError, UnsafePathError
-from ..hermes_import import SQLITE_HEADER
-from ..schema.files import SIDE_SUFFIXES
+from ..schema.files import SIDE_SUFFIXES, SQLITE_HEADER
 from ..transcript.spool import PENDING_SUFFIX, REJECTED_SUFFIX, SESSIONS_DIR
 
 __all__ = ["refuse_store_targets", "store_file_problem"]

@@ -18,7 +18,11 @@ def _commands(
 ) -> list[tuple[tuple[str, ...], click.Command]]:
     found = [(path, cmd)]
     if isinstance(cmd, click.Group):
-        for name, sub in sorted(cmd.commands.items()):
+        # Through the group's own lookup: the subcommands are imported on first use.
+        ctx = click.Context(cmd)
+        for name in cmd.list_commands(ctx):
+            sub = cmd.get_command(ctx, name)
+            assert sub is not None, name
             found += _commands(sub, (*path, name))
     return found
 

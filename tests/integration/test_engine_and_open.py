@@ -110,7 +110,10 @@ def test_store_behind_head_is_refused_with_the_upgrade_command(
     home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     scripts = _future_scripts(tmp_path)
+    # A newer version of the code: newer migrations, and the head constant that ships
+    # with them (the open compares the store's revision with it before loading Alembic).
     monkeypatch.setattr(migrate, "migrations_dir", lambda: scripts)
+    monkeypatch.setattr(migrate, "HEAD_REVISION", "0002_next")
     with pytest.raises(SchemaMismatchError, match=r"hermes-repo .*db upgrade"):
         StateStore.open(home)
     with StateStore.open(home, upgrade=True) as store:

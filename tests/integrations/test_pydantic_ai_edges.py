@@ -125,7 +125,7 @@ def test_without_pydantic_ai_the_import_names_the_extra_to_install() -> None:
         "except ImportError as exc:\n    print(exc)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert "pip install 'hermes_repo[pydantic-ai]'" in out.stdout, out.stdout + out.stderr
+    assert "pip install 'pydantic-ai-slim>=2.68'" in out.stdout, out.stdout + out.stderr
 
 
 async def test_every_store_call_runs_off_the_event_loop_thread(store: StateStore) -> None:
