@@ -21,6 +21,7 @@ from typing import Any, Final
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
+from ..codec.text import escape_surrogates
 from ..models import state_meta_table
 
 __all__ = [
@@ -52,15 +53,18 @@ class CopyMark:
     """The command that runs the copy again (it resumes and finishes)."""
 
     def as_json(self) -> str:
-        """The text stored under :data:`COPY_MARK_KEY`."""
-        return json.dumps(
-            {
-                "source": self.source,
-                "source_store_id": self.source_store_id,
-                "started_at": self.started_at,
-                "command": self.command,
-            },
-            ensure_ascii=False,
+        """The text stored under :data:`COPY_MARK_KEY` (a path from non-UTF-8 argv bytes
+        keeps its lone surrogates as JSON escapes: SQLite takes only UTF-8)."""
+        return escape_surrogates(
+            json.dumps(
+                {
+                    "source": self.source,
+                    "source_store_id": self.source_store_id,
+                    "started_at": self.started_at,
+                    "command": self.command,
+                },
+                ensure_ascii=False,
+            )
         )
 
     def message(self) -> str:

@@ -157,7 +157,16 @@ class CopyReport:
 
 def describe_endpoint(end: CopyEndpoint) -> str:
     """The end's database URL with its password hidden (safe to print or log)."""
-    return end.engine.url.render_as_string(hide_password=True)
+    url = end.engine.url
+    if url.get_backend_name() == "sqlite" and url.database:
+        # A file path may hold bytes that are not UTF-8 (lone surrogates from argv),
+        # which URL quoting refuses: each is shown as its escape.
+        return f"sqlite:///{_shown(url.database)}"
+    return url.render_as_string(hide_password=True)
+
+
+def _shown(path: str) -> str:
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def _command_arg(end: CopyEndpoint) -> str:
@@ -181,7 +190,9 @@ def rerun_command(source: CopyEndpoint, target: CopyEndpoint, batch_size: int) -
 def _identity(end: CopyEndpoint) -> str:
     url = end.engine.url
     if url.get_backend_name() == "sqlite" and url.database:
-        url = url.set(database=os.path.realpath(url.database))
+        # The path itself, not a rendered URL: a folder name from non-UTF-8 argv bytes
+        # holds lone surrogates, which URL quoting cannot encode.
+        return "sqlite:" + os.path.realpath(url.database)
     # The driver name does not make two databases of one server different.
     return make_url(url.set(drivername=url.get_backend_name())).render_as_string(hide_password=True)
 

@@ -135,3 +135,16 @@ def test_copy_to_postgresql_and_back_through_the_cli(
         assert to_pg.code == 0, to_pg.stderr
         assert back.code == 0, back.stderr
         assert _rows(tmp_path / "back") == _rows(source)
+
+
+def test_copy_to_a_folder_named_by_bytes_that_are_not_utf8(
+    tmp_path: Path, cli: Cli, source: Path
+) -> None:
+    # What os.fsdecode makes of argv byte 0xFF: a lone surrogate, which URL quoting and
+    # SQLite's UTF-8 text refused with a traceback.
+    target = tmp_path / "copy-\udcff"
+    result = cli("--home", source, "db", "copy", "--to", target)
+    assert result.code == 0, result.stderr
+    assert "copy-\\xff" in result.stdout  # shown escaped
+    assert (target / "state.db").is_file()
+    assert _rows(target) == _rows(source)
