@@ -27,7 +27,8 @@ JSON_HELP = "Print machine-readable JSON."
 URL_HELP = (
     "PostgreSQL database of the store, postgresql+psycopg://USER:PASSWORD@HOST:PORT/DB "
     "(needs `pip install 'hermes_repo[postgresql]'`). --home still holds the spool and "
-    "other local files. [default: $HERMES_REPO_URL, else the SQLite state.db in --home]"
+    "other local files. [default: $HERMES_REPO_URL, else the SQLite state.db in --home; "
+    "--home with HERMES_REPO_URL set is refused as ambiguous: add --url sqlite or --url URL]"
 )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import shlex
 import sys
 from pathlib import Path
 
@@ -10,8 +11,9 @@ import click
 
 from ..engine import db_path_for_home
 from ..engine_pg import PgTarget, resolve_url
+from ..homes import STORE_FOLDER, store_kind
 from ..store import StateStore
-from ._output import log_line, warning_line
+from ._output import CliError, log_line, warning_line
 
 __all__ = ["CliState"]
 
@@ -90,6 +92,33 @@ class CliState:
         if self._store is None:
             self._store = StateStore.open(self.home, url=self.url)
         return self._store
+
+    @property
+    def existing_store(self) -> StateStore:
+        """The store for a command that only reads it: never created here.
+
+        A mistyped ``--home`` must say there is no store, not answer "no sessions" from
+        an empty store it just built (and left behind).
+        """
+        if self._store is None and self.server is None:
+            db_path = self.db_path
+            if store_kind(db_path) == "none":
+                raise CliError(self.no_store_message(db_path))
+        return self.store
+
+    def no_store_message(self, db_path: Path) -> str:
+        """Why a read found nothing to read, and the commands that make a store there."""
+        folder = shlex.quote(str(db_path.parent))
+        where = (
+            "check --home"
+            if self.home is not None
+            else f"--home was left out, so this is the default $HERMES_HOME/{STORE_FOLDER}"
+        )
+        return (
+            f"no store at {db_path} ({where}); point --home at the folder that holds "
+            f"your state.db, or create a store there with `hermes-repo --home {folder} "
+            f"import FILE` or `hermes-repo --home {folder} db upgrade`"
+        )
 
     def close(self) -> None:
         """Close the store if a command opened it."""

@@ -326,7 +326,7 @@ def copy(state: CliState, to: str, batch_size: int, as_json: bool) -> None:
       hermes-repo --url postgresql+psycopg://hermes@db.internal/hermes db copy --to ~/.hermes-back
     """
     target = parse_copy_target(to)
-    source = state.store
+    source = state.existing_store
     same_file = (
         source.driver.backend.is_file
         and target.home is not None

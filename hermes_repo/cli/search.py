@@ -81,7 +81,7 @@ def search_command(
     paged = cursor is not None or page is not None
 
     def page_after(after: str | None) -> SearchPage:
-        return state.store.search_page(
+        return state.existing_store.search_page(
             query,
             limit=limit,
             cursor=after,
@@ -100,7 +100,7 @@ def search_command(
             found = page_after(found.cursor)
         hits, next_cursor = found.hits, found.cursor
     else:
-        hits = state.store.search(
+        hits = state.existing_store.search(
             query,
             limit=limit,
             session_id=session_id,

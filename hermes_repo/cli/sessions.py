@@ -89,7 +89,8 @@ def list_sessions(state: CliState, limit: int, source: str | None, as_json: bool
     Example:
       hermes-repo sessions list --limit 10 --json
     """
-    rows = [info.as_dict() for info in state.store.list_sessions(limit=limit, source=source)]
+    listed = state.existing_store.list_sessions(limit=limit, source=source)
+    rows = [info.as_dict() for info in listed]
     if as_json:
         echo_json(rows)
         return
@@ -143,7 +144,7 @@ def show(
       hermes-repo sessions show 20260101_093000_5f2a --include-inactive
       hermes-repo sessions show 20260101_093000_5f2a --repair
     """
-    store = state.store
+    store = state.existing_store
     # Repair before reading the session row, so its counters are the repaired ones.
     repaired = repair_session(store, session_id) if repair else None
     info = store.get_session(session_id).as_dict()

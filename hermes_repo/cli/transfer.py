@@ -27,6 +27,7 @@ from ._options import json_option
 from ._output import CliError, echo, echo_json, json_for_terminal, stderr_console
 
 if TYPE_CHECKING:
+    from ..store import StateStore
     from ._state import CliState
 
 __all__ = ["export_command", "import_command"]
@@ -81,8 +82,28 @@ def _hermes_progress() -> Progress:
 
 
 def run_hermes_import(state: CliState, path: Path, *, dry_run: bool) -> HermesImportReport:
-    """Import a Hermes Agent state.db with a progress bar on a terminal's stderr."""
-    store = state.store
+    """Import a Hermes Agent state.db with a progress bar on a terminal's stderr.
+
+    A dry run writes nothing, a store included: when there is none yet, it runs against
+    a scratch store built in a temporary folder (everything would be new) and removed.
+    """
+    # Imported here: only a dry run without a store needs them.
+    import tempfile
+
+    from ..engine_pg import SQLITE_FILE
+    from ..homes import store_kind
+    from ..store import StateStore
+
+    if dry_run and state.server is None and store_kind(state.db_path) == "none":
+        with (
+            tempfile.TemporaryDirectory(prefix="hermes-repo-dry-run-") as scratch,
+            StateStore.open(scratch, url=SQLITE_FILE, recover=False) as store,
+        ):
+            return _hermes_import_into(store, path, dry_run=True)
+    return _hermes_import_into(state.store, path, dry_run=dry_run)
+
+
+def _hermes_import_into(store: StateStore, path: Path, *, dry_run: bool) -> HermesImportReport:
     with _hermes_progress() as progress:
         task = progress.add_task("import", total=None)
 
@@ -215,7 +236,7 @@ def export_command(state: CliState, session_id: str, fmt: str, output: Path | No
         # Before the store is opened: a refused target must not cost an open (or
         # create a store where none was).
         refuse_store_targets(output, home)
-    export = read_export(state.store, session_id, fmt)
+    export = read_export(state.existing_store, session_id, fmt)
     if output is None:
         for chunk in export.chunks():
             # JSONL to a terminal: C1 and bidi controls as \u escapes, the same JSON;
