@@ -251,6 +251,10 @@ def repair_command(state: CliState, check_only: bool, rebuild_search: bool, as_j
         _print_repair(report)
     if not check_only and not report.ok:
         raise CliError(repair_failure_line(report))
+    if check_only and not report.ok:
+        # The report above says a repair is needed: the exit code says it too (as the
+        # doctor's does), so `sessions repair --check-only || ...` works in a script.
+        raise click.exceptions.Exit(1)
 
 
 def _print_check(report: RepairReport) -> None:
@@ -292,16 +296,21 @@ def _print_violations(report: TranscriptReport) -> None:
     )
     table.add_column("session", no_wrap=True, style="cyan")
     table.add_column("rows", justify="right", no_wrap=True)
-    # One column per rule, with short headers so an 80-column terminal fits the ids.
-    rules = (*ALTERNATION_RULES, *TOOL_PAIRING_RULES)  # user, asst, orphan, dup
-    for header in ("user", "asst", "orphan", "dup"):
+    # One column per rule, with short headers so an 80-column terminal fits the ids
+    # (one header per rule: a missing one shifted every count under the wrong header).
+    rules = (*ALTERNATION_RULES, *TOOL_PAIRING_RULES)
+    headers = ("user", "asst", "unmerg", "orphan", "dup")
+    assert len(headers) == len(rules)
+    for header in headers:
         table.add_column(header, justify="right", no_wrap=True)
     for s in report.sessions:
         counts = [str(s.by_rule.get(rule, 0)) for rule in rules]
         table.add_row(Text(s.session_id), str(s.active_rows), *counts)
     console.print(table)
     (alt_s, alt_r), (pair_s, pair_r) = report.alternation, report.tool_pairing
-    console.print(Text(f"alternation (user, asst turns): {alt_s} session(s), {alt_r} row(s)"))
+    console.print(
+        Text(f"alternation (user, asst, unmerg turns): {alt_s} session(s), {alt_r} row(s)")
+    )
     console.print(Text(f"tool pairing (orphan, dup results): {pair_s} session(s), {pair_r} row(s)"))
     console.print(Text("repair them with `hermes-repo sessions repair`"))
 

@@ -29,6 +29,7 @@ from .search_index import FtsStatus, check_fts, check_fts_coverage
 from .snapshots import check_snapshots
 from .spool import check_spool
 from .store import StoreFacts, check_store
+from .transcripts import check_transcripts
 from .values import check_values
 
 __all__ = ["CHECKS", "DoctorReport", "collect", "diagnose"]
@@ -45,6 +46,7 @@ CHECKS: list[Check] = [
     check_fts,
     check_fts_coverage,
     check_values,
+    check_transcripts,
     check_quarantine,
     check_spool,
     check_snapshots,
