@@ -42,9 +42,12 @@ def include_inactive_option(help: str) -> Callable[[F], F]:
     return click.option("--include-inactive", is_flag=True, help=help)
 
 
-def limit_option(default: int, help: str) -> Callable[[F], F]:
-    """``--limit N``: rows or hits at most, range-checked (see :mod:`._numbers`)."""
-    return click.option("--limit", type=LIMIT, default=default, show_default=True, help=help)
+def limit_option(default: int, help: str, *, maximum: int | None = None) -> Callable[[F], F]:
+    """``--limit N``: rows or hits at most, range-checked (see :mod:`._numbers`);
+    ``maximum`` when the library allows fewer than :data:`LIMIT` (click then refuses
+    more, naming ``--limit``, instead of the library naming its own argument)."""
+    kind = LIMIT if maximum is None else click.IntRange(min=1, max=maximum)
+    return click.option("--limit", type=kind, default=default, show_default=True, help=help)
 
 
 def session_option(help: str) -> Callable[[F], F]:

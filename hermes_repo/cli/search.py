@@ -10,7 +10,7 @@ from rich import box
 from rich.table import Table
 
 from ..models import ROLES
-from ..repositories.search_paging import SearchPage
+from ..repositories.search_paging import MAX_SEARCH_LIMIT, SearchPage
 from ._options import include_inactive_option, json_option, limit_option, session_option
 from ._output import Text, echo_json, format_time, snippet_text, stdout_console
 
@@ -26,7 +26,12 @@ MAX_PAGE = 1_000_000
 
 @click.command("search")
 @click.argument("query")
-@limit_option(20, "Hits at most.")
+@limit_option(
+    20,
+    f"Hits at most, 1 to {MAX_SEARCH_LIMIT:,} (the library's maximum per call); page "
+    "with --page or --cursor for more.",
+    maximum=MAX_SEARCH_LIMIT,
+)
 @session_option("Only messages of this session.")
 @click.option("--role", type=click.Choice(ROLES), help="Only messages with this role.")
 @include_inactive_option("Also search archived audit rows (taken out by repair).")
@@ -65,8 +70,10 @@ def search_command(
     --json snippets and highlighted in the table. If the full-text index is damaged the
     search still answers, from the messages themselves. Put `--` before a query
     that starts with "-". --limit is at most 1000: every hit is reachable by paging
-    (--page N, or --cursor C with the cursor the previous page printed), newest first;
-    with --json a page is {"hits": [...], "cursor": C or null}.
+    (--page N, or --cursor C with the cursor the previous page printed), newest first.
+    --json prints one shape, {"hits": [...], "cursor": C or null}: the cursor of the
+    next page when paging, null on the last page and without --page / --cursor (a
+    ranked search is one answer; page with --page 1 to walk every hit).
 
     \b
     Example:
@@ -109,7 +116,8 @@ def search_command(
         )
     if as_json:
         rows = [dataclasses.asdict(hit) for hit in hits]
-        echo_json({"hits": rows, "cursor": next_cursor} if paged else rows)
+        # One shape with and without paging: a script reads hits the same way.
+        echo_json({"hits": rows, "cursor": next_cursor})
         return
     console = stdout_console()
     if not hits:
