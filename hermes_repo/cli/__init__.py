@@ -25,7 +25,7 @@ from .. import __version__
 from ..engine import select_driver
 from ..errors import HermesRepoError, translate
 from ._options import URL_HELP
-from ._output import CliError, terminal_text
+from ._output import CliError, terminal_text, warning_line
 from ._state import CliState
 
 # Aliased so that `hermes_repo.cli.db` and `hermes_repo.cli.sessions` stay the modules.
@@ -206,7 +206,26 @@ def main(ctx: click.Context, home: Path | None, url: str | None, verbose: bool) 
       hermes-repo search "checkpoint" --limit 5
     """
     _refuse_ambiguous_store(ctx, home, url)
+    _warn_unknown_settings()
     ctx.obj = CliState(home, url=url or None, verbose=verbose)
+
+
+#: Every HERMES_REPO_* variable the command or the library reads.
+_SETTINGS = ("HERMES_REPO_DRIVER", "HERMES_REPO_JOURNAL_MODE", "HERMES_REPO_URL")
+
+
+def _warn_unknown_settings() -> None:
+    """A HERMES_REPO_* variable nothing reads is most likely a typo of one that is read
+    (its value then silently does nothing): named in a warning, with the known names."""
+    for name in sorted(os.environ):
+        if name.startswith("HERMES_REPO_") and name not in _SETTINGS:
+            click.echo(
+                warning_line(
+                    f"{name} is set but hermes-repo reads no such setting, so it does "
+                    f"nothing; the settings are {', '.join(_SETTINGS)}"
+                ),
+                err=True,
+            )
 
 
 def _refuse_ambiguous_store(ctx: click.Context, home: Path | None, url: str | None) -> None:
