@@ -201,7 +201,7 @@ def main(ctx: click.Context, home: Path | None, url: str | None, verbose: bool) 
 
     \b
     Example:
-      hermes-repo --home ~/.hermes db upgrade
+      hermes-repo --home ~/.hermes/hermes-repo db upgrade
       hermes-repo import samples/sample_sessions.jsonl
       hermes-repo search "checkpoint" --limit 5
     """

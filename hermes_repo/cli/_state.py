@@ -52,7 +52,7 @@ class CliState:
     """What every command shares: the store folder and a lazily opened store."""
 
     def __init__(self, home: Path | None, *, url: str | None = None, verbose: bool = False) -> None:
-        # None means "the library's default" ($HERMES_HOME, else ~/.hermes): resolving it
+        # None means "the library's default" ($HERMES_HOME/hermes-repo): resolving it
         # here would duplicate that rule, so it is passed through as is.
         self.home = home
         #: The PostgreSQL URL (--url or HERMES_REPO_URL); None: the SQLite file in home.

@@ -83,7 +83,7 @@ def upgrade(state: CliState) -> None:
 
     \b
     Example:
-      hermes-repo --home ~/.hermes db upgrade
+      hermes-repo --home ~/.hermes/hermes-repo db upgrade
     """
     server = state.server
     if server is not None:
@@ -219,7 +219,7 @@ def replace(state: CliState, new_db: Path, as_json: bool) -> None:
     \b
     Example:
       hermes-repo sessions recover --source ~/.hermes/state.db --output ~/.hermes/recovered/state.db
-      hermes-repo --home ~/.hermes db replace ~/.hermes/recovered/state.db
+      hermes-repo --home ~/.hermes/hermes-repo db replace ~/recovered/state.db
     """
     result = replace_store(state.db_path.parent, new_db, url=state.url)
     if as_json:
@@ -320,9 +320,9 @@ def copy(state: CliState, to: str, batch_size: int, as_json: bool) -> None:
 
     \b
     Example:
-      hermes-repo --home ~/.hermes db copy --to postgresql+psycopg://hermes@db.internal:5432/hermes
-      hermes-repo --home ~/.hermes db copy --to /srv/hermes-copy --json
-      hermes-repo --home ~/.hermes db copy --to sqlite:////srv/hermes-copy/state.db
+      hermes-repo --home ~/.hermes/hermes-repo db copy --to postgresql+psycopg://hermes@db.internal:5432/hermes
+      hermes-repo --home ~/.hermes/hermes-repo db copy --to /srv/hermes-copy --json
+      hermes-repo --home ~/.hermes/hermes-repo db copy --to sqlite:////srv/hermes-copy/state.db
       hermes-repo --url postgresql+psycopg://hermes@db.internal/hermes db copy --to ~/.hermes-back
     """
     target = parse_copy_target(to)

@@ -108,7 +108,8 @@ def diagnose(
     driver: Driver | None = None,
     checks: list[Check] | None = None,
 ) -> DoctorReport:
-    """Examine the store in ``home`` (default ``$HERMES_HOME``, else ``~/.hermes``).
+    """Examine the store in ``home`` (default
+    ``$HERMES_HOME/hermes-repo``, see :mod:`hermes_repo.homes`).
 
     Writes nothing: see the module docstring. Safe while other processes use the store.
     """
