@@ -40,6 +40,7 @@ def run_cli(*args: str | Path, cwd: Path, env: dict[str, str] | None = None) -> 
     # COLUMNS is wide so table cells are not folded in assertions.
     environ = {**os.environ, "COLUMNS": "200", **(env or {})}
     environ.pop("PYTHONPATH", None)
+    args = _naming_the_server(args, env)
     proc = subprocess.run(
         [str(SCRIPT), *map(str, args)],
         capture_output=True,
@@ -51,6 +52,21 @@ def run_cli(*args: str | Path, cwd: Path, env: dict[str, str] | None = None) -> 
         check=False,
     )
     return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+def _naming_the_server(
+    args: tuple[str | Path, ...], env: dict[str, str] | None
+) -> tuple[str | Path, ...]:
+    """On a PostgreSQL run the suite exports HERMES_REPO_URL (the store under test); a
+    command line that names --home then also says it means that server, as a user must
+    (--home with the variable alone is refused as ambiguous). A test that sets the
+    variable itself (``env``) runs exactly what it wrote."""
+    url = os.environ.get("HERMES_REPO_URL", "").strip()
+    if not url or "HERMES_REPO_URL" in (env or {}) or "--url" in map(str, args):
+        return args
+    if "--home" not in map(str, args):
+        return args
+    return ("--url", url, *args)
 
 
 def run_cli_from_root(*args: str | Path) -> Result:
