@@ -8,13 +8,17 @@ draw the progress bar on a terminal, and print the summary.
 from __future__ import annotations
 
 import sys
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
+from ..engine_pg import SQLITE_FILE
 from ..hermes_import import HermesImportReport, is_sqlite_file
+from ..homes import store_kind
+from ..store import StateStore
 from ..transfer import (
     EXPORT_FORMATS,
     ImportReport,
@@ -27,7 +31,6 @@ from ._options import json_option
 from ._output import CliError, echo, echo_json, json_for_terminal, stderr_console
 
 if TYPE_CHECKING:
-    from ..store import StateStore
     from ._state import CliState
 
 __all__ = ["export_command", "import_command"]
@@ -87,13 +90,6 @@ def run_hermes_import(state: CliState, path: Path, *, dry_run: bool) -> HermesIm
     A dry run writes nothing, a store included: when there is none yet, it runs against
     a scratch store built in a temporary folder (everything would be new) and removed.
     """
-    # Imported here: only a dry run without a store needs them.
-    import tempfile
-
-    from ..engine_pg import SQLITE_FILE
-    from ..homes import store_kind
-    from ..store import StateStore
-
     if dry_run and state.server is None and store_kind(state.db_path) == "none":
         with (
             tempfile.TemporaryDirectory(prefix="hermes-repo-dry-run-") as scratch,
