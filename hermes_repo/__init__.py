@@ -3,7 +3,7 @@
 The public contract::
 
     from hermes_repo import StateStore
-    with StateStore.open() as store:            # $HERMES_HOME/state.db, else ~/.hermes
+    with StateStore.open() as store:            # $HERMES_HOME/hermes-repo/state.db
         with store.unit_of_work() as uow:
             sid = uow.sessions.create(source="cli")
             uow.messages.append(sid, {"role": "user", "content": "hi"})
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         CommitUnknownError,
         ConfigurationError,
         DatabaseBusyError,
+        HermesAgentFileError,
         HermesRepoError,
         ImportSourceError,
         IntegrityViolation,
@@ -137,6 +138,7 @@ _LAZY.update(
             "CommitUnknownError",
             "ConfigurationError",
             "DatabaseBusyError",
+            "HermesAgentFileError",
             "HermesRepoError",
             "ImportSourceError",
             "IntegrityViolation",
@@ -192,6 +194,7 @@ __all__ = [
     "DoctorReadError",
     "EntryRepository",
     "FlushResult",
+    "HermesAgentFileError",
     "HermesImportReport",
     "HermesRepoError",
     "ImportReport",

@@ -30,6 +30,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from .backend import SQLITE, Backend
 from .errors import ConfigurationError, UnsafePathError
+from .homes import DB_NAME as DB_NAME
+from .homes import check_not_hermes_file
+from .homes import default_home as default_home
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -50,7 +53,6 @@ __all__ = [
     "sqlite_uri",
 ]
 
-DB_NAME = "state.db"
 WAL_FIX_VERSION = (3, 51, 3)
 BUSY_TIMEOUT_MS = 1000
 # Execution option that makes the begin hook take the write lock up front.
@@ -87,10 +89,25 @@ class Driver:
     @property
     def journal_mode(self) -> str:
         """WAL where SQLite has the WAL-reset fix; a rollback journal where it does not."""
-        forced = os.environ.get("HERMES_REPO_JOURNAL_MODE", "").strip().upper()
-        if forced in ("WAL", "DELETE"):
+        forced = forced_journal_mode()
+        if forced is not None:
             return forced
         return "WAL" if self.has_wal_reset_fix else "DELETE"
+
+
+def forced_journal_mode() -> str | None:
+    """``HERMES_REPO_JOURNAL_MODE`` (``WAL`` or ``DELETE``), None when unset or empty;
+    any other value is refused rather than ignored (a typo would silently keep the
+    mode the operator meant to change)."""
+    raw = os.environ.get("HERMES_REPO_JOURNAL_MODE", "").strip()
+    if not raw:
+        return None
+    if raw.upper() not in ("WAL", "DELETE"):
+        raise ConfigurationError(
+            f"unknown journal mode {raw!r} in HERMES_REPO_JOURNAL_MODE; set it to wal or "
+            "delete, or unset it (WAL where SQLite has the WAL-reset fix, else delete)"
+        )
+    return raw.upper()
 
 
 def select_driver(name: DriverName | None = None) -> Driver:
@@ -99,6 +116,7 @@ def select_driver(name: DriverName | None = None) -> Driver:
     ``HERMES_REPO_DRIVER=stdlib|pysqlite3`` overrides the automatic choice.
     """
     choice = name or os.environ.get("HERMES_REPO_DRIVER", "auto") or "auto"
+    forced_journal_mode()  # a typo is refused before any store is touched
     if choice not in ("auto", "pysqlite3", "stdlib"):
         raise ConfigurationError(
             f"unknown SQLite driver {choice!r}; set HERMES_REPO_DRIVER to auto, pysqlite3 or stdlib"
@@ -119,21 +137,20 @@ def select_driver(name: DriverName | None = None) -> Driver:
     return Driver("stdlib", sqlite3, sqlite3.sqlite_version)
 
 
-def default_home() -> Path:
-    """``$HERMES_HOME`` if set, else ``~/.hermes``."""
-    env = os.environ.get("HERMES_HOME")
-    return Path(env).expanduser() if env else Path.home() / ".hermes"
-
-
 def db_path_for_home(home: str | os.PathLike[str] | None) -> Path:
     """``<home>/state.db`` as an absolute path (``home`` None: :func:`default_home`).
+
+    Hermes Agent's own ``state.db`` there is refused (:class:`HermesAgentFileError`,
+    naming the import command) before anything can open it or write beside it.
 
     Absolute because SQLite (built with ``SQLITE_USE_URI``, as both drivers here are)
     reads any file name that starts with ``file:`` as a URI: a relative home called
     ``file:x`` would otherwise send plain ``connect(path)`` calls to ``x``.
     """
     folder = Path(home).expanduser() if home is not None else default_home()
-    return folder.absolute() / DB_NAME
+    db_path = folder.absolute() / DB_NAME
+    check_not_hermes_file(db_path)
+    return db_path
 
 
 def check_journal_files(db_path: Path) -> None:

@@ -25,6 +25,7 @@ __all__ = [
     "ConfigurationError",
     "DatabaseBusyError",
     "ErrorKind",
+    "HermesAgentFileError",
     "HermesRepoError",
     "ImportSourceError",
     "IntegrityViolation",
@@ -80,6 +81,11 @@ class NotOnThisBackendError(ConfigurationError):
 
 class SchemaMismatchError(HermesRepoError):
     """The database schema revision does not match the code; the message names the command."""
+
+
+class HermesAgentFileError(SchemaMismatchError):
+    """The store path holds Hermes Agent's own ``state.db``: it is never opened as a
+    hermes_repo store (nor written beside); the message names ``hermes-repo import``."""
 
 
 class StoreClosedError(HermesRepoError):

@@ -132,7 +132,10 @@ class StateStore:
         write_budget_s: float | None = None,
         recover: bool = True,
     ) -> StateStore:
-        """Open (or create) the store in ``home`` (default ``$HERMES_HOME``, else ``~/.hermes``).
+        """Open (or create) the store in ``home`` (default ``$HERMES_HOME/hermes-repo``).
+
+        The default follows :mod:`hermes_repo.homes`: Hermes Agent's own ``state.db`` is
+        never opened as a store (:class:`HermesAgentFileError`, naming the import).
 
         A missing or empty ``state.db`` is built by the migrations. An existing store
         behind the code raises :class:`SchemaMismatchError` naming ``hermes-repo db

@@ -7,7 +7,8 @@ Three ways in, one engine setup:
 * ``alembic -x url=sqlite:///path/state.db ...``,
   ``alembic -x url=postgresql+psycopg://user:pw@host/db ...`` or ``sqlalchemy.url`` in
   the ini;
-* otherwise ``$HERMES_HOME/state.db`` (default ``~/.hermes/state.db``).
+* otherwise the default store, ``$HERMES_HOME/hermes-repo/state.db`` (default
+  ``~/.hermes/hermes-repo/state.db``; see :mod:`hermes_repo.homes`).
 
 On PostgreSQL the migration holds the database's migration advisory lock
 (``hermes_repo.schema.server``) for its transaction: the store's own paths take it

@@ -27,7 +27,7 @@ from ..engine import select_driver
 from ..errors import HermesRepoError, translate
 from ._lazy import LazyCommand, LazyGroup
 from ._options import URL_HELP
-from ._output import CliError, terminal_text
+from ._output import CliError, terminal_text, warning_line
 from ._state import CliState
 
 __all__ = ["CliError", "CliState", "main"]
@@ -172,7 +172,7 @@ def _home_option(ctx: click.Context, param: click.Parameter, value: str | None) 
     if not value:
         raise click.BadParameter(
             "is empty; give the folder that holds state.db (or leave --home out to use "
-            "$HERMES_HOME, else ~/.hermes)",
+            "$HERMES_HOME/hermes-repo, else ~/.hermes/hermes-repo)",
             ctx,
             param,
         )
@@ -190,7 +190,11 @@ def _home_option(ctx: click.Context, param: click.Parameter, value: str | None) 
     default=None,
     callback=_home_option,
     metavar="DIR",
-    help="Folder holding state.db. [default: $HERMES_HOME, else ~/.hermes]",
+    help=(
+        "Folder holding the store's state.db. [default: $HERMES_HOME/hermes-repo, else "
+        "~/.hermes/hermes-repo; a store of ours already at $HERMES_HOME/state.db keeps "
+        "being used there]"
+    ),
 )
 @click.option(
     "--url",
@@ -224,8 +228,44 @@ def main(ctx: click.Context, home: Path | None, url: str | None, verbose: bool) 
 
     \b
     Example:
-      hermes-repo --home ~/.hermes db upgrade
+      hermes-repo --home ~/.hermes/hermes-repo db upgrade
       hermes-repo import samples/sample_sessions.jsonl
       hermes-repo search "checkpoint" --limit 5
     """
+    _refuse_ambiguous_store(ctx, home, url)
+    _warn_unknown_settings()
     ctx.obj = CliState(home, url=url or None, verbose=verbose)
+
+
+#: Every HERMES_REPO_* variable the command or the library reads.
+_SETTINGS = ("HERMES_REPO_DRIVER", "HERMES_REPO_JOURNAL_MODE", "HERMES_REPO_URL")
+
+
+def _warn_unknown_settings() -> None:
+    """A HERMES_REPO_* variable nothing reads is most likely a typo of one that is read
+    (its value then silently does nothing): named in a warning, with the known names."""
+    for name in sorted(os.environ):
+        if name.startswith("HERMES_REPO_") and name not in _SETTINGS:
+            click.echo(
+                warning_line(
+                    f"{name} is set but hermes-repo reads no such setting, so it does "
+                    f"nothing; the settings are {', '.join(_SETTINGS)}"
+                ),
+                err=True,
+            )
+
+
+def _refuse_ambiguous_store(ctx: click.Context, home: Path | None, url: str | None) -> None:
+    """An explicit --home names a SQLite store; HERMES_REPO_URL (from the environment,
+    not this command line) names a server's. Which one the user meant cannot be told,
+    and the wrong guess copies or reads the wrong store with exit 0: refused."""
+    from_env = ctx.get_parameter_source("url") is click.core.ParameterSource.ENVIRONMENT
+    if home is None or not from_env or not (url or "").strip() or url == "sqlite":
+        return
+    raise click.UsageError(
+        f"--home {terminal_text(str(home))} names a SQLite store folder but HERMES_REPO_URL "
+        "is set and names a PostgreSQL store; say which one: add --url sqlite for the "
+        'SQLite store in --home, --url "$HERMES_REPO_URL" for the server (--home then '
+        "holds its spool and local files), or unset HERMES_REPO_URL",
+        ctx,
+    )

@@ -46,3 +46,5 @@ COPY_BATCH_SIZE = 1000
 """``db copy --batch-size``: :data:`hermes_repo.transfer.copy.DEFAULT_BATCH_SIZE`."""
 MAX_COPY_BATCH_SIZE = 100_000
 """``db copy --batch-size`` at most: :data:`hermes_repo.transfer.copy.MAX_BATCH_SIZE`."""
+MAX_SEARCH_LIMIT = 1000
+"""``search --limit`` at most: :data:`hermes_repo.repositories.search_paging.MAX_SEARCH_LIMIT`."""

@@ -28,7 +28,8 @@ URL_HELP = (
     "PostgreSQL database of the store, postgresql+psycopg://USER:PASSWORD@HOST:PORT/DB "
     "(needs psycopg 3: `pip install 'psycopg[binary]>=3.2'`, or `pip install "
     "'.[postgresql]'` in a hermes_repo checkout). --home still holds the spool and "
-    "other local files. [default: $HERMES_REPO_URL, else the SQLite state.db in --home]"
+    "other local files. [default: $HERMES_REPO_URL, else the SQLite state.db in --home; "
+    "--home with HERMES_REPO_URL set is refused as ambiguous: add --url sqlite or --url URL]"
 )
 
 
@@ -42,9 +43,12 @@ def include_inactive_option(help: str) -> Callable[[F], F]:
     return click.option("--include-inactive", is_flag=True, help=help)
 
 
-def limit_option(default: int, help: str) -> Callable[[F], F]:
-    """``--limit N``: rows or hits at most, range-checked (see :mod:`._numbers`)."""
-    return click.option("--limit", type=LIMIT, default=default, show_default=True, help=help)
+def limit_option(default: int, help: str, *, maximum: int | None = None) -> Callable[[F], F]:
+    """``--limit N``: rows or hits at most, range-checked (see :mod:`._numbers`);
+    ``maximum`` when the library allows fewer than :data:`LIMIT` (click then refuses
+    more, naming ``--limit``, instead of the library naming its own argument)."""
+    kind = LIMIT if maximum is None else click.IntRange(min=1, max=maximum)
+    return click.option("--limit", type=kind, default=default, show_default=True, help=help)
 
 
 def session_option(help: str) -> Callable[[F], F]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -10,7 +11,8 @@ from typing import TYPE_CHECKING
 import click
 
 from ..engine import db_path_for_home
-from ._output import log_line, warning_line
+from ..homes import STORE_FOLDER, store_kind
+from ._output import CliError, log_line, warning_line
 
 if TYPE_CHECKING:
     from ..engine_pg import PgTarget
@@ -53,7 +55,7 @@ class CliState:
     """What every command shares: the store folder and a lazily opened store."""
 
     def __init__(self, home: Path | None, *, url: str | None = None, verbose: bool = False) -> None:
-        # None means "the library's default" ($HERMES_HOME, else ~/.hermes): resolving it
+        # None means "the library's default" ($HERMES_HOME/hermes-repo): resolving it
         # here would duplicate that rule, so it is passed through as is.
         self.home = home
         #: The PostgreSQL URL (--url or HERMES_REPO_URL); None: the SQLite file in home.
@@ -99,6 +101,33 @@ class CliState:
 
             self._store = StateStore.open(self.home, url=self.url)
         return self._store
+
+    @property
+    def existing_store(self) -> StateStore:
+        """The store for a command that only reads it: never created here.
+
+        A mistyped ``--home`` must say there is no store, not answer "no sessions" from
+        an empty store it just built (and left behind).
+        """
+        if self._store is None and self.server is None:
+            db_path = self.db_path
+            if store_kind(db_path) == "none":
+                raise CliError(self.no_store_message(db_path))
+        return self.store
+
+    def no_store_message(self, db_path: Path) -> str:
+        """Why a read found nothing to read, and the commands that make a store there."""
+        folder = shlex.quote(str(db_path.parent))
+        where = (
+            "check --home"
+            if self.home is not None
+            else f"--home was left out, so this is the default $HERMES_HOME/{STORE_FOLDER}"
+        )
+        return (
+            f"no store at {db_path} ({where}); point --home at the folder that holds "
+            f"your state.db, or create a store there with `hermes-repo --home {folder} "
+            f"import FILE` or `hermes-repo --home {folder} db upgrade`"
+        )
 
     def close(self) -> None:
         """Close the store if a command opened it."""

@@ -70,7 +70,7 @@ def upgrade(state: CliState) -> None:
 
     \b
     Example:
-      hermes-repo --home ~/.hermes db upgrade
+      hermes-repo --home ~/.hermes/hermes-repo db upgrade
     """
     from ..ops.server_schema import upgrade_server
     from ..ops.upgrade import read_revision, refuse_unless_ours, schema_engine
@@ -219,7 +219,7 @@ def replace(state: CliState, new_db: Path, as_json: bool) -> None:
     \b
     Example:
       hermes-repo sessions recover --source ~/.hermes/state.db --output ~/.hermes/recovered/state.db
-      hermes-repo --home ~/.hermes db replace ~/.hermes/recovered/state.db
+      hermes-repo --home ~/.hermes/hermes-repo db replace ~/recovered/state.db
     """
     from ..ops.replace import replace_store
 
@@ -325,16 +325,16 @@ def copy(state: CliState, to: str, batch_size: int, as_json: bool) -> None:
 
     \b
     Example:
-      hermes-repo --home ~/.hermes db copy --to postgresql+psycopg://hermes@db.internal:5432/hermes
-      hermes-repo --home ~/.hermes db copy --to /srv/hermes-copy --json
-      hermes-repo --home ~/.hermes db copy --to sqlite:////srv/hermes-copy/state.db
+      hermes-repo --home ~/.hermes/hermes-repo db copy --to postgresql+psycopg://hermes@db.internal:5432/hermes
+      hermes-repo --home ~/.hermes/hermes-repo db copy --to /srv/hermes-copy --json
+      hermes-repo --home ~/.hermes/hermes-repo db copy --to sqlite:////srv/hermes-copy/state.db
       hermes-repo --url postgresql+psycopg://hermes@db.internal/hermes db copy --to ~/.hermes-back
     """
     from ..transfer.copy import copy_store
     from ..transfer.copy_target import parse_copy_target
 
     target = parse_copy_target(to)
-    source = state.store
+    source = state.existing_store
     same_file = (
         source.driver.backend.is_file
         and target.home is not None

@@ -63,7 +63,7 @@ def doctor_command(state: CliState, fix: bool, as_json: bool) -> None:
     \b
     Example:
       hermes-repo doctor
-      hermes-repo --home ~/.hermes doctor --json
+      hermes-repo --home ~/.hermes/hermes-repo doctor --json
       hermes-repo doctor --fix
     """
     from ..ops.doctor import diagnose, diagnose_server

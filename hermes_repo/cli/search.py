@@ -10,6 +10,7 @@ from rich import box
 from rich.table import Table
 
 from ..roles import ROLES
+from ._numbers import MAX_SEARCH_LIMIT
 from ._options import include_inactive_option, json_option, limit_option, session_option
 from ._output import Text, echo_json, format_time, snippet_text, stdout_console
 
@@ -26,7 +27,12 @@ MAX_PAGE = 1_000_000
 
 @click.command("search")
 @click.argument("query")
-@limit_option(20, "Hits at most.")
+@limit_option(
+    20,
+    f"Hits at most, 1 to {MAX_SEARCH_LIMIT:,} (the library's maximum per call); page "
+    "with --page or --cursor for more.",
+    maximum=MAX_SEARCH_LIMIT,
+)
 @session_option("Only messages of this session.")
 @click.option("--role", type=click.Choice(ROLES), help="Only messages with this role.")
 @include_inactive_option("Also search archived audit rows (taken out by repair).")
@@ -65,8 +71,10 @@ def search_command(
     --json snippets and highlighted in the table. If the full-text index is damaged the
     search still answers, from the messages themselves. Put `--` before a query
     that starts with "-". --limit is at most 1000: every hit is reachable by paging
-    (--page N, or --cursor C with the cursor the previous page printed), newest first;
-    with --json a page is {"hits": [...], "cursor": C or null}.
+    (--page N, or --cursor C with the cursor the previous page printed), newest first.
+    --json prints one shape, {"hits": [...], "cursor": C or null}: the cursor of the
+    next page when paging, null on the last page and without --page / --cursor (a
+    ranked search is one answer; page with --page 1 to walk every hit).
 
     \b
     Example:
@@ -83,7 +91,7 @@ def search_command(
     from ..repositories.search_paging import SearchPage
 
     def page_after(after: str | None) -> SearchPage:
-        return state.store.search_page(
+        return state.existing_store.search_page(
             query,
             limit=limit,
             cursor=after,
@@ -102,7 +110,7 @@ def search_command(
             found = page_after(found.cursor)
         hits, next_cursor = found.hits, found.cursor
     else:
-        hits = state.store.search(
+        hits = state.existing_store.search(
             query,
             limit=limit,
             session_id=session_id,
@@ -111,7 +119,8 @@ def search_command(
         )
     if as_json:
         rows = [dataclasses.asdict(hit) for hit in hits]
-        echo_json({"hits": rows, "cursor": next_cursor} if paged else rows)
+        # One shape with and without paging: a script reads hits the same way.
+        echo_json({"hits": rows, "cursor": next_cursor})
         return
     console = stdout_console()
     if not hits:

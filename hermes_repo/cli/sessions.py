@@ -19,8 +19,9 @@ from rich.table import Table
 from ..codec import scrub
 from ._findings import print_findings, repair_failure_line
 from ._lazy import LazyCommand, LazyGroup
+from ._numbers import LIMIT
 from ._options import include_inactive_option, json_option, limit_option
-from ._output import CliError, Text, echo_json, format_time, stdout_console
+from ._output import CliError, Text, echo_json, format_time, stdout_console, terminal_text
 
 if TYPE_CHECKING:
     from ..ops.repair import RepairReport
@@ -99,7 +100,8 @@ def list_sessions(state: CliState, limit: int, source: str | None, as_json: bool
     Example:
       hermes-repo sessions list --limit 10 --json
     """
-    rows = [info.as_dict() for info in state.store.list_sessions(limit=limit, source=source)]
+    listed = state.existing_store.list_sessions(limit=limit, source=source)
+    rows = [info.as_dict() for info in listed]
     if as_json:
         echo_json(rows)
         return
@@ -107,13 +109,24 @@ def list_sessions(state: CliState, limit: int, source: str | None, as_json: bool
     if not rows:
         console.print(Text("no sessions" + (f" from source {source!r}" if source else "")))
         return
+    id_width = max(len(r["id"]) for r in rows)
+    source_width = min(_SOURCE_WIDTH, max(len(scrub(r["source"])) for r in rows))
+    count_width = max(4, *(len(str(r["message_count"])) for r in rows))
+    # Five columns of two cells' padding each, the started time, and a title column
+    # wide enough to wrap words: narrower than that, rich would crop cells without an
+    # ellipsis (or drop whole columns), so each session gets lines of its own instead.
+    needed = id_width + source_width + _STARTED_WIDTH + count_width + 5 * 2 + _TITLE_MIN
+    if console.width < needed:
+        _print_sessions_stacked(rows)
+        return
     table = Table(title=f"{len(rows)} session(s)", title_justify="left", box=box.SIMPLE_HEAD)
     # Ids are what people copy into the next command: never cut them short.
-    table.add_column("id", no_wrap=True, style="cyan", min_width=max(len(r["id"]) for r in rows))
-    table.add_column("source", no_wrap=True, max_width=12)
-    table.add_column("started", no_wrap=True)
-    table.add_column("msgs", justify="right", no_wrap=True)
-    table.add_column("title", overflow="fold", min_width=12, ratio=1)
+    table.add_column("id", no_wrap=True, style="cyan", min_width=id_width)
+    # A long source ends in an ellipsis (never cut silently); --json has it whole.
+    table.add_column("source", no_wrap=True, max_width=_SOURCE_WIDTH, overflow="ellipsis")
+    table.add_column("started", no_wrap=True, min_width=_STARTED_WIDTH)
+    table.add_column("msgs", justify="right", no_wrap=True, min_width=count_width)
+    table.add_column("title", overflow="fold", min_width=_TITLE_MIN, ratio=1)
     for r in rows:
         table.add_row(
             Text(r["id"]),
@@ -123,6 +136,26 @@ def list_sessions(state: CliState, limit: int, source: str | None, as_json: bool
             Text(scrub(r["title"] or "")),
         )
     console.print(table)
+
+
+_SOURCE_WIDTH = 12
+_STARTED_WIDTH = len("2026-01-01 09:30")
+_TITLE_MIN = 20
+
+
+def _print_sessions_stacked(rows: list[dict[str, Any]]) -> None:
+    """Sessions as blocks of lines, for a terminal too narrow for the table: every
+    character is printed (lines wrap, nothing is cropped)."""
+    console = stdout_console()
+    console.print(Text(f"{len(rows)} session(s)"))
+    for r in rows:
+        console.print()
+        console.print(Text(r["id"], style="cyan"))
+        started = format_time(r["started_at"], seconds=False)
+        facts = f"  {scrub(r['source'])} · {started} · {r['message_count']} message(s)"
+        console.print(Text(facts))
+        if r["title"]:
+            console.print(Text("  " + scrub(r["title"])))
 
 
 @sessions.command("show")
@@ -135,10 +168,21 @@ def list_sessions(state: CliState, limit: int, source: str | None, as_json: bool
     is_flag=True,
     help="First repair the transcript in the store (merge, archive) and report the changes.",
 )
+@click.option(
+    "--last",
+    type=LIMIT,
+    metavar="N",
+    help="Only the newest N messages (the tail of a long session, read without its head).",
+)
 @json_option()
 @click.pass_obj
 def show(
-    state: CliState, session_id: str, include_inactive: bool, repair: bool, as_json: bool
+    state: CliState,
+    session_id: str,
+    include_inactive: bool,
+    repair: bool,
+    last: int | None,
+    as_json: bool,
 ) -> None:
     """Show one session: its details and its messages in replay order.
 
@@ -148,18 +192,25 @@ def show(
     output is {"session": {...}, "messages": [...]} (plus "repair": {...} with --repair),
     messages as the library returns them.
 
+    Messages are printed a line each as they are formatted (a long session streams
+    like `sessions export`): # (its place in the replay), role, time and the first
+    160 characters of its content; a long line wraps, nothing is cut but the preview.
+
     \b
     Example:
+      hermes-repo sessions show 20260101_093000_5f2a --last 20
       hermes-repo sessions show 20260101_093000_5f2a --include-inactive
       hermes-repo sessions show 20260101_093000_5f2a --repair
     """
     from ..ops.transcript_check import repair_session
 
-    store = state.store
+    store = state.existing_store
     # Repair before reading the session row, so its counters are the repaired ones.
     repaired = repair_session(store, session_id) if repair else None
     info = store.get_session(session_id).as_dict()
-    messages = store.load_conversation(session_id, include_inactive=include_inactive).messages
+    messages = store.load_conversation(
+        session_id, include_inactive=include_inactive, last=last
+    ).messages
     if as_json:
         payload: dict[str, Any] = {"session": info, "messages": messages}
         if repaired is not None:
@@ -183,23 +234,47 @@ def show(
     if info["ended_at"] is not None:
         reason = f" ({scrub(info['end_reason'])})" if info["end_reason"] else ""
         console.print(_field("ended", format_time(info["ended_at"]) + reason))
-    table = Table(title=f"{len(messages)} message(s)", title_justify="left", box=box.SIMPLE_HEAD)
-    table.add_column("#", justify="right", no_wrap=True)
-    table.add_column("role", no_wrap=True, style="bold")
-    table.add_column("time", no_wrap=True)
-    table.add_column("content", overflow="fold", ratio=1)
-    for i, message in enumerate(messages, 1):
+    # The place of the first one shown: a tail of the active replay starts after the
+    # rows it leaves out (an audit view counts archived rows too: numbered from 1).
+    skipped = 0
+    if last is not None and not include_inactive:
+        skipped = max(0, int(info["message_count"] or 0) - len(messages))
+    _stream_messages(messages, skipped, whole=last is None or skipped == 0)
+
+
+def _stream_messages(messages: list[dict[str, Any]], skipped: int, *, whole: bool) -> None:
+    """One line per message, written as it is formatted.
+
+    A rich table lays out every row before it prints the first (minutes for 100,000
+    messages) and crops cells to the terminal; a line each costs what the export's
+    does, and a line longer than the terminal wraps there with nothing lost.
+    """
+    count = f"{len(messages)} message(s)" if whole else f"last {len(messages)} message(s)"
+    click.echo()
+    click.echo(terminal_text(count))
+    if not messages:
+        return
+    roles = [_role(m) for m in messages]
+    number_width = len(str(skipped + len(messages)))
+    role_width = min(_ROLE_WIDTH, max(len(r) for r in roles))
+    click.echo(f"{'#':>{number_width}}  {'role':<{role_width}}  {'time':<19}  content")
+    for i, (message, role) in enumerate(zip(messages, roles, strict=True), skipped + 1):
         text = _preview(message)
         if message.get("active") is False:
             text = f"[archived: {message.get('archive_reason', '?')}] {text}"
-        role = str(message["role"])
-        if message.get("tool_name"):
-            role += f" ({message['tool_name']})"
-        # Lone surrogates (stored exactly) show as U+FFFD: a terminal cannot print them.
-        table.add_row(
-            str(i), Text(scrub(role)), format_time(message.get("timestamp")), Text(scrub(text))
-        )
-    console.print(table)
+        when = format_time(message.get("timestamp"))
+        # Lone surrogates (stored exactly) show as U+FFFD; controls are escaped.
+        click.echo(terminal_text(f"{i:>{number_width}}  {role:<{role_width}}  {when:<19}  {text}"))
+
+
+_ROLE_WIDTH = 24
+
+
+def _role(message: dict[str, Any]) -> str:
+    role = str(message["role"])
+    if message.get("tool_name"):
+        role += f" ({message['tool_name']})"
+    return role
 
 
 @sessions.command("repair")
@@ -266,6 +341,10 @@ def repair_command(state: CliState, check_only: bool, rebuild_search: bool, as_j
         _print_repair(report)
     if not check_only and not report.ok:
         raise CliError(repair_failure_line(report))
+    if check_only and not report.ok:
+        # The report above says a repair is needed: the exit code says it too (as the
+        # doctor's does), so `sessions repair --check-only || ...` works in a script.
+        raise click.exceptions.Exit(1)
 
 
 def _print_check(report: RepairReport) -> None:
@@ -307,18 +386,23 @@ def _print_violations(report: TranscriptReport) -> None:
     )
     table.add_column("session", no_wrap=True, style="cyan")
     table.add_column("rows", justify="right", no_wrap=True)
-    # One column per rule, with short headers so an 80-column terminal fits the ids.
+    # One column per rule, with short headers so an 80-column terminal fits the ids
+    # (one header per rule: a missing one shifted every count under the wrong header).
     from ..ops.transcript_check import ALTERNATION_RULES, TOOL_PAIRING_RULES
 
-    rules = (*ALTERNATION_RULES, *TOOL_PAIRING_RULES)  # user, asst, orphan, dup
-    for header in ("user", "asst", "orphan", "dup"):
+    rules = (*ALTERNATION_RULES, *TOOL_PAIRING_RULES)
+    headers = ("user", "asst", "unmerg", "orphan", "dup")
+    assert len(headers) == len(rules)
+    for header in headers:
         table.add_column(header, justify="right", no_wrap=True)
     for s in report.sessions:
         counts = [str(s.by_rule.get(rule, 0)) for rule in rules]
         table.add_row(Text(s.session_id), str(s.active_rows), *counts)
     console.print(table)
     (alt_s, alt_r), (pair_s, pair_r) = report.alternation, report.tool_pairing
-    console.print(Text(f"alternation (user, asst turns): {alt_s} session(s), {alt_r} row(s)"))
+    console.print(
+        Text(f"alternation (user, asst, unmerg turns): {alt_s} session(s), {alt_r} row(s)")
+    )
     console.print(Text(f"tool pairing (orphan, dup results): {pair_s} session(s), {pair_r} row(s)"))
     console.print(Text("repair them with `hermes-repo sessions repair`"))
 

@@ -8,17 +8,20 @@ draw the progress bar on a terminal, and print the summary.
 from __future__ import annotations
 
 import sys
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
+from ..homes import store_kind
 from ._options import json_option
 from ._output import CliError, echo, echo_json, json_for_terminal, stderr_console
 
 if TYPE_CHECKING:
     from ..hermes_import import HermesImportReport
+    from ..store import StateStore
     from ..transfer import ImportReport
     from ._state import CliState
 
@@ -80,8 +83,24 @@ def _hermes_progress() -> Progress:
 
 
 def run_hermes_import(state: CliState, path: Path, *, dry_run: bool) -> HermesImportReport:
-    """Import a Hermes Agent state.db with a progress bar on a terminal's stderr."""
-    store = state.store
+    """Import a Hermes Agent state.db with a progress bar on a terminal's stderr.
+
+    A dry run writes nothing, a store included: when there is none yet, it runs against
+    a scratch store built in a temporary folder (everything would be new) and removed.
+    """
+    if dry_run and state.server is None and store_kind(state.db_path) == "none":
+        from ..engine_pg import SQLITE_FILE
+        from ..store import StateStore
+
+        with (
+            tempfile.TemporaryDirectory(prefix="hermes-repo-dry-run-") as scratch,
+            StateStore.open(scratch, url=SQLITE_FILE, recover=False) as store,
+        ):
+            return _hermes_import_into(store, path, dry_run=True)
+    return _hermes_import_into(state.store, path, dry_run=dry_run)
+
+
+def _hermes_import_into(store: StateStore, path: Path, *, dry_run: bool) -> HermesImportReport:
     with _hermes_progress() as progress:
         task = progress.add_task("import", total=None)
 
@@ -219,7 +238,7 @@ def export_command(state: CliState, session_id: str, fmt: str, output: Path | No
         # Before the store is opened: a refused target must not cost an open (or
         # create a store where none was).
         refuse_store_targets(output, home)
-    export = read_export(state.store, session_id, fmt)
+    export = read_export(state.existing_store, session_id, fmt)
     if output is None:
         for chunk in export.chunks():
             # JSONL to a terminal: C1 and bidi controls as \u escapes, the same JSON;

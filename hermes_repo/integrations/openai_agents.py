@@ -5,7 +5,7 @@
     from agents import Agent, Runner
     from hermes_repo.integrations.openai_agents import HermesSession
 
-    session = HermesSession("support-42")          # the store of $HERMES_HOME, else ~/.hermes
+    session = HermesSession("support-42")          # the store of $HERMES_HOME/hermes-repo
     result = await Runner.run(agent, "Where is my order?", session=session)
 
 What the store adds over the SDK's ``SQLiteSession``:
@@ -182,7 +182,7 @@ class HermesSession:
     """The OpenAI Agents SDK's ``Session`` protocol on a hermes store.
 
     ``HermesSession(session_id)`` opens the store of ``home`` (default
-    ``$HERMES_HOME``, else ``~/.hermes``) at its first call, in a worker thread (the
+    ``$HERMES_HOME/hermes-repo``) at its first call, in a worker thread (the
     constructor does no I/O), and closes it in :meth:`close`; pass ``store=`` to share
     one open :class:`~hermes_repo.StateStore` between sessions (it is then the caller's
     to close; once it is closed every call raises :class:`~hermes_repo.StoreClosedError`).

@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,7 +42,9 @@ from ..transcript.repair import (
 
 __all__ = [
     "ALTERNATION_RULES",
+    "SCAN_SQL",
     "TOOL_PAIRING_RULES",
+    "WHOLE_SQL",
     "SessionRepair",
     "SessionViolations",
     "TranscriptRepairSummary",
@@ -49,6 +52,7 @@ __all__ = [
     "check_transcripts",
     "repair_session",
     "repair_transcripts",
+    "scan_rows",
 ]
 
 ALTERNATION_RULES = (RULE_MERGE_USER, RULE_MERGE_ASSISTANT, RULE_UNMERGEABLE_ASSISTANT)
@@ -176,10 +180,31 @@ def _scan(conn: Connection) -> tuple[int, int, list[SessionViolations]]:
         .where(_m.c.active == 1)
         .order_by(_m.c.session_id, _m.c.id)
     )
+    rows_checked, found = scan_rows(conn.execute(stmt), lambda sid: _whole(conn, sid))
+    return sessions_checked, rows_checked, found
+
+
+SCAN_SQL = (
+    "SELECT session_id, role, tool_calls, tool_call_id, display_only FROM messages "
+    "WHERE active = 1 ORDER BY session_id, id"
+)
+"""The rows :func:`scan_rows` reads, for a caller on a raw DB-API connection."""
+WHOLE_SQL = (
+    f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM messages "
+    "WHERE session_id = ? AND active = 1 ORDER BY id"
+)
+"""One session's active rows in :data:`MESSAGE_COLUMNS` order (SQLite parameters)."""
+
+
+def scan_rows(
+    rows: Iterable[Any], whole: Callable[[str], list[dict[str, Any]]]
+) -> tuple[int, list[SessionViolations]]:
+    """The violations in ``rows`` (:data:`SCAN_SQL`'s columns and order): the rows
+    checked and each violating session; ``whole(session_id)`` loads a session's
+    messages when only its whole rows can tell (a possible merge)."""
     rows_checked = 0
     found: list[SessionViolations] = []
-    result = conn.execute(stmt)
-    for sid, group in itertools.groupby(result, key=lambda r: r[0]):
+    for sid, group in itertools.groupby(rows, key=lambda r: r[0]):
         transcript = [
             {
                 "role": role,
@@ -194,11 +219,11 @@ def _scan(conn: Connection) -> tuple[int, int, list[SessionViolations]]:
         if any(rule in ALTERNATION_RULES for _index, rule in hits):
             # Whether two same-role turns merge depends on their speakers and content
             # shapes: only these (rare) sessions are read whole.
-            hits = violations(_whole(conn, str(sid)))
+            hits = violations(whole(str(sid)))
         if hits:
             by_rule = Counter(rule for _index, rule in hits)
             found.append(SessionViolations(str(sid), len(transcript), dict(by_rule)))
-    return sessions_checked, rows_checked, found
+    return rows_checked, found
 
 
 def _whole(conn: Connection, session_id: str) -> list[dict[str, Any]]:

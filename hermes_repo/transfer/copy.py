@@ -5,7 +5,7 @@
     from hermes_repo import StateStore
     from hermes_repo.transfer.copy import copy_store
 
-    with StateStore.open("~/.hermes") as source, StateStore.open("/srv/new") as target:
+    with StateStore.open("~/.hermes/hermes-repo") as source, StateStore.open("/srv/new") as target:
         report = copy_store(source, target)
 
 Every session and message is copied with every column; message ids are kept (they are

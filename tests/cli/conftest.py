@@ -86,6 +86,7 @@ def run_cli(
 ) -> Result:
     """Run ``hermes-repo ARGS`` and capture its output: in this process, or with
     ``subprocess_only`` (or ``HERMES_TEST_CLI=subprocess``) the installed script."""
+    args = _naming_the_server(args, env)
     if not (subprocess_only or ALWAYS_SUBPROCESS):
         return run_cli_in_process(*args, cwd=cwd, env=env)
     return run_script(*args, cwd=cwd, env=env)
@@ -109,6 +110,21 @@ def run_script(*args: str | Path, cwd: Path, env: dict[str, str] | None = None) 
         check=False,
     )
     return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+def _naming_the_server(
+    args: tuple[str | Path, ...], env: dict[str, str] | None
+) -> tuple[str | Path, ...]:
+    """On a PostgreSQL run the suite exports HERMES_REPO_URL (the store under test); a
+    command line that names --home then also says it means that server, as a user must
+    (--home with the variable alone is refused as ambiguous). A test that sets the
+    variable itself (``env``) runs exactly what it wrote."""
+    url = os.environ.get("HERMES_REPO_URL", "").strip()
+    if not url or "HERMES_REPO_URL" in (env or {}) or "--url" in map(str, args):
+        return args
+    if "--home" not in map(str, args):
+        return args
+    return ("--url", url, *args)
 
 
 def run_cli_from_root(*args: str | Path) -> Result:

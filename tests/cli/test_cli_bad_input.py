@@ -118,7 +118,7 @@ def test_lone_surrogates_import_and_export_exactly(home: Path, cli: Cli, tmp_pat
     # Undecodable bytes in argv arrive as lone surrogates (surrogateescape).
     found = cli("--home", home, "search", "cut \udce9", "--json")
     assert found.code == 0, found.stderr
-    assert [hit["session_id"] for hit in json.loads(found.stdout)] == ["sur"]
+    assert [hit["session_id"] for hit in json.loads(found.stdout)["hits"]] == ["sur"]
 
 
 def test_a_session_declared_twice_keeps_repeated_messages_without_uids(

@@ -204,13 +204,16 @@ def test_db_upgrade_refuses_a_database_that_is_not_a_hermes_store(tmp_path: Path
     ]
 
 
-def test_home_defaults_to_the_hermes_home_variable(tmp_path: Path, cli: Cli) -> None:
+def test_home_defaults_to_a_folder_of_ours_in_the_hermes_home_variable(
+    tmp_path: Path, cli: Cli
+) -> None:
     home = tmp_path / "from-env"
 
     result = cli("db", "upgrade", env={"HERMES_HOME": str(home)})
 
     assert result.code == 0, result.stderr
-    with StateStore.open(home) as store:
+    assert sorted(p.name for p in home.iterdir()) == ["hermes-repo"]
+    with StateStore.open(home / "hermes-repo") as store:
         assert store.health().at_head
 
 

@@ -72,7 +72,8 @@ def test_import_of_malformed_sequences_keeps_them_for_an_explicit_repair(
     src = _copy(tmp_path)
     assert cli("--home", home, "import", src).code == 0
     check = cli("--home", home, "sessions", "repair", "--check-only", "--json")
-    assert check.code == 0, check.stderr
+    # Kept as Hermes wrote them: the check says a repair would change something.
+    assert check.code == 1, check.stderr
     report = json.loads(check.stdout)
     by_session = {s["session_id"]: s["by_rule"] for s in report["sessions"]}
     # S4: two consecutive user rows and a duplicate tool result, as Hermes wrote them.

@@ -46,7 +46,9 @@ def test_db_upgrade_on_a_server_migrates_without_printing_the_password(
     up = cli("--home", home, "--url", empty_url, "db", "upgrade")
     assert up.code == 0, up.stderr
     assert f"empty -> {migrate.head_revision()}" in up.stdout and "***" in up.stdout
-    current = cli("--home", home, "db", "current", "--json", env={"HERMES_REPO_URL": empty_url})
+    current = cli(
+        "db", "current", "--json", env={"HERMES_REPO_URL": empty_url, "HERMES_HOME": str(home)}
+    )
     assert json.loads(current.stdout)["status"] == "at-head"
     check = cli("--home", home, "--url", empty_url, "db", "check")
     assert check.code == 0 and "no drift" in check.stdout

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import click
+
 from hermes_repo import StateStore
 from hermes_repo.schema import fts
 
@@ -26,7 +28,10 @@ def test_search_json_returns_the_library_hits(shared_home: Path, cli: Cli) -> No
     result = cli("--home", shared_home, "search", "BEGIN IMMEDIATE", "--json", "--limit", "2")
 
     assert result.code == 0, result.stderr
-    hits = json.loads(result.stdout)
+    found = json.loads(result.stdout)
+    hits = found["hits"]
+    # One shape with and without paging; a ranked search is one answer (no cursor).
+    assert found["cursor"] is None
     with StateStore.open(shared_home) as store:
         expected = store.search("BEGIN IMMEDIATE", limit=2)
     assert hits == [
@@ -45,7 +50,7 @@ def test_search_json_returns_the_library_hits(shared_home: Path, cli: Cli) -> No
 def test_search_finds_chinese_text(shared_home: Path, cli: Cli) -> None:
     result = cli("--home", shared_home, "search", "伏见稻荷", "--json")
 
-    hits = json.loads(result.stdout)
+    hits = json.loads(result.stdout)["hits"]
     assert hits and {h["session_id"] for h in hits} == {"sample-kyoto-trip"}
     assert all(">>>" in h["snippet"] for h in hits)
 
@@ -53,7 +58,7 @@ def test_search_finds_chinese_text(shared_home: Path, cli: Cli) -> None:
 def test_search_filters_by_role_and_session(shared_home: Path, cli: Cli) -> None:
     by_role = json.loads(
         cli("--home", shared_home, "search", "WAL", "--role", "user", "--json").stdout
-    )
+    )["hits"]
     by_session = json.loads(
         cli(
             "--home",
@@ -64,7 +69,7 @@ def test_search_filters_by_role_and_session(shared_home: Path, cli: Cli) -> None
             "sample-dashboard-review",
             "--json",
         ).stdout
-    )
+    )["hits"]
 
     assert by_role and {h["role"] for h in by_role} == {"user"}
     assert by_session and {h["session_id"] for h in by_session} == {"sample-dashboard-review"}
@@ -86,7 +91,8 @@ def test_hostile_query_text_finds_its_message_and_leaves_the_index_live(
         )
 
         assert result.code == 0, (query, result.stderr)
-        assert planted[query] in [h["message_id"] for h in json.loads(result.stdout)], query
+        hits = json.loads(result.stdout)["hits"]
+        assert planted[query] in [h["message_id"] for h in hits], query
     # No query detached the index (an fts5 error would have, quietly).
     with StateStore.open(imported_home) as store:
         health = store.health()
@@ -149,4 +155,30 @@ def test_search_refuses_a_bad_cursor_a_cursor_with_page_and_a_limit_over_the_max
     both = cli("--home", shared_home, "search", "the", "--cursor", "x", "--page", "2")
     assert both.code != 0 and "one of --cursor and --page" in both.stderr
     big = cli("--home", shared_home, "search", "the", "--limit", "1001")
-    assert big.code != 0 and "1000" in big.stderr and "--page" in big.stderr
+    # A usage error naming the CLI option, not the library's argument or API.
+    assert big.code == 2 and "'--limit'" in big.stderr and "1<=x<=1000" in big.stderr
+    assert "search_page" not in big.stderr and "StateStore" not in big.stderr
+    at_most = cli("--home", shared_home, "search", "the", "--limit", "1000", "--json")
+    assert at_most.code == 0, at_most.stderr
+
+
+def test_search_help_states_the_limit_the_search_accepts() -> None:
+    from hermes_repo import MAX_SEARCH_LIMIT
+    from hermes_repo.cli import main
+
+    limit = next(p for p in main.commands["search"].params if p.name == "limit")
+    assert isinstance(limit.type, click.IntRange)
+    assert limit.type.max == MAX_SEARCH_LIMIT
+    assert f"1 to {MAX_SEARCH_LIMIT:,}" in (limit.help or "")
+
+
+def test_search_json_has_one_shape_with_and_without_paging(shared_home: Path, cli: Cli) -> None:
+    plain = json.loads(cli("--home", shared_home, "search", "the", "--json").stdout)
+    paged = json.loads(cli("--home", shared_home, "search", "the", "--json", "--page", "1").stdout)
+    last = json.loads(
+        cli("--home", shared_home, "search", "the", "--json", "--page", "100000").stdout
+    )
+
+    assert set(plain) == set(paged) == set(last) == {"hits", "cursor"}
+    assert plain["cursor"] is None and isinstance(paged["cursor"], str)
+    assert set(plain["hits"][0]) == set(paged["hits"][0])

@@ -85,7 +85,8 @@ def test_no_command_prints_the_password_of_a_working_url(
         (["--home", home, "--url", forms["everywhere"], *args], None) for args in NAMING
     ]
     # The environment variable, and each other form on the commands that print the URL.
-    runs += [(["--home", home, "doctor"], {"HERMES_REPO_URL": forms["everywhere"]})]
+    # (Without --home: with it, the variable alone is refused as ambiguous.)
+    runs += [(["doctor"], {"HERMES_REPO_URL": forms["everywhere"], "HERMES_HOME": home})]
     runs += [
         (["--home", home, "--url", forms[form], "db", "current", "--json"], None)
         for form in ("query", "conninfo")

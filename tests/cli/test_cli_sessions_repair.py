@@ -22,11 +22,14 @@ def seed_violations(home: Path) -> tuple[str, list[int], str]:
     return sid, ids, users
 
 
-def test_check_only_reports_violations_as_json_and_writes_nothing(home: Path, cli: Cli) -> None:
+def test_check_only_reports_violations_as_json_exits_1_and_writes_nothing(
+    home: Path, cli: Cli
+) -> None:
     sid, _, users = seed_violations(home)
     before = store_digests(home)
     result = cli("--home", home, "sessions", "repair", "--check-only", "--json")
-    assert result.code == 0, result.stderr
+    # A repair is needed: the exit code says so, as the report does.
+    assert result.code == 1, result.stderr
     assert store_digests(home) == before
     report = json.loads(result.stdout)
     assert report["ok"] is False
@@ -36,13 +39,18 @@ def test_check_only_reports_violations_as_json_and_writes_nothing(home: Path, cl
     assert {s["session_id"] for s in report["sessions"]} == {sid, users}
 
 
-def test_check_only_prints_a_table(home: Path, cli: Cli) -> None:
+def test_check_only_prints_a_table_with_one_header_per_rule(home: Path, cli: Cli) -> None:
     sid, _, users = seed_violations(home)
     result = cli("--home", home, "sessions", "repair", "--check-only")
-    assert result.code == 0, result.stderr
+    assert result.code == 1, result.stderr
     assert "2 of 2 session(s) violate" in result.stdout
     assert sid in result.stdout and users in result.stdout
-    assert "alternation (user, asst turns): 2 session(s), 3 row(s)" in result.stdout
+    header = next(line for line in result.stdout.splitlines() if "session" in line.split())
+    row = next(line for line in result.stdout.splitlines() if line.split()[:1] == [sid])
+    # The id, the row count and one count per rule: as many headers as values.
+    assert header.split() == ["session", "rows", "user", "asst", "unmerg", "orphan", "dup"]
+    assert len(row.split()) == len(header.split())
+    assert "alternation (user, asst, unmerg turns): 2 session(s), 3 row(s)" in result.stdout
     assert "tool pairing (orphan, dup results): 1 session(s), 2 row(s)" in result.stdout
 
 
@@ -95,3 +103,32 @@ def test_show_repair_of_an_unknown_session_is_one_error_line(home: Path, cli: Cl
         "error: session 'no_such_session' does not exist; list sessions with "
         "`hermes-repo sessions list`"
     ]
+
+
+def test_doctor_and_check_only_name_the_same_sessions_and_only_the_check_fails(
+    home: Path, cli: Cli
+) -> None:
+    sid, _, users = seed_violations(home)
+
+    doctor = cli("--home", home, "doctor", "--json")
+    check = cli("--home", home, "sessions", "repair", "--check-only")
+
+    # The check answers "would a repair change something?": yes, exit 1. The doctor
+    # answers "is the store sound?": yes (a repairing load tidies these as it reads),
+    # and lists the same sessions in its transcripts section.
+    assert check.code == 1, check.stderr
+    assert doctor.code == 0, doctor.stderr
+    report = json.loads(doctor.stdout)
+    assert report["findings"] == []
+    assert report["transcripts"]["sessions_violating"] == 2
+    assert set(report["transcripts"]["sessions"]) == {sid, users}
+
+    repaired = cli("--home", home, "sessions", "repair")
+    assert repaired.code == 0, repaired.stderr
+
+    assert json.loads(cli("--home", home, "doctor", "--json").stdout)["transcripts"] == {
+        "rows_checked": report["transcripts"]["rows_checked"] - (len(EXPECTED_ARCHIVED) + 1),
+        "sessions_violating": 0,
+        "sessions": [],
+    }
+    assert cli("--home", home, "sessions", "repair", "--check-only").code == 0

@@ -40,9 +40,11 @@ def test_a_server_spool_survives_commands_without_url_and_pending_list_names_its
         server_id = server.store_id
     before = path.read_bytes()
 
-    # The operator forgets --url: a SQLite file is created, and the spool stays.
+    # The operator forgets --url: the read finds no SQLite store there and makes none;
+    # the spool stays.
     listed = cli("--home", home, "sessions", "list")
-    assert listed.code == 0, listed.stderr
+    assert listed.code == 1 and "no store at" in listed.stderr, listed.stderr
+    assert not (home / "state.db").exists()
     assert path.read_bytes() == before
 
     result = cli("--home", home, "pending", "list", "--json")

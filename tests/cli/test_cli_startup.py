@@ -163,12 +163,14 @@ def test_the_lazy_tables_name_every_command() -> None:
 def test_defaults_restated_for_parsing_are_the_librarys() -> None:
     from hermes_repo.cli import _numbers, transfer
     from hermes_repo.ops import snapshots
+    from hermes_repo.repositories import search_paging
     from hermes_repo.transfer import EXPORT_FORMATS
     from hermes_repo.transfer import copy as copy_mod
 
     assert _numbers.DEFAULT_KEEP == snapshots.DEFAULT_KEEP
     assert _numbers.COPY_BATCH_SIZE == copy_mod.DEFAULT_BATCH_SIZE
     assert _numbers.MAX_COPY_BATCH_SIZE == copy_mod.MAX_BATCH_SIZE
+    assert _numbers.MAX_SEARCH_LIMIT == search_paging.MAX_SEARCH_LIMIT
     assert transfer.EXPORT_FORMATS == EXPORT_FORMATS
 
 

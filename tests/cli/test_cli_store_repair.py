@@ -60,7 +60,9 @@ def test_check_only_reports_the_index_and_the_transcripts_and_writes_nothing(
     text = cli("--home", stale_home, "sessions", "repair", "--check-only")
     as_json = cli("--home", stale_home, "sessions", "repair", "--check-only", "--json")
 
-    assert text.code == as_json.code == 0, (text.stderr, as_json.stderr)
+    # A repair is needed (the report says so): exit 1, with no error line.
+    assert text.code == as_json.code == 1, (text.stderr, as_json.stderr)
+    assert text.stderr == as_json.stderr == ""
     assert store_digests(stale_home) == before
     assert "1 of 1 session(s) violate" in text.stdout  # the transcript table is kept
     assert "[fts-stale]" in text.stdout

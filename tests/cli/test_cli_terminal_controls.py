@@ -71,7 +71,7 @@ def test_search_json_round_trips_the_control_characters(
     result = cli("--home", home, "search", "needle", "--json")
     assert result.code == 0, result.stderr
     _no_raw_controls(result)  # JSON writes them as \u001b escapes itself
-    snippets = " ".join(hit["snippet"] for hit in json.loads(result.stdout))
+    snippets = " ".join(hit["snippet"] for hit in json.loads(result.stdout)["hits"])
     assert TITLE_SET in snippets and CSI_8BIT in snippets and RLO in snippets
 
 

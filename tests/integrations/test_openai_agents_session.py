@@ -385,7 +385,7 @@ async def test_the_operator_tools_see_and_keep_the_sessions(home: Path) -> None:
     for query in ("首都", "東京", "晴れ"):  # Chinese, Japanese, a tool's output
         found = run_cli("--home", home, "search", query, "--json", cwd=home)
         assert found.code == 0, found.stderr
-        assert {hit["session_id"] for hit in json.loads(found.stdout)} == {"ops"}, query
+        assert {hit["session_id"] for hit in json.loads(found.stdout)["hits"]} == {"ops"}, query
     for args in (
         ("doctor",),
         ("sessions", "repair"),

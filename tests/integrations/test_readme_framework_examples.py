@@ -45,8 +45,9 @@ def test_the_readme_example_runs_on_a_fresh_store(framework: str, tmp_path: Path
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    # What it saved is an ordinary session of the store it names.
-    with StateStore.open(tmp_path / "home") as store:
+    # What it saved is an ordinary session of the default store: the hermes-repo
+    # folder inside HERMES_HOME.
+    with StateStore.open(tmp_path / "home" / "hermes-repo") as store:
         sessions = store.list_sessions()
         assert sessions, done.stdout
         assert all(

@@ -246,7 +246,7 @@ def test_alembic_command_line_upgrades_downgrades_and_checks(tmp_path: Path) -> 
     assert migrate.head_revision() in done.stdout
 
 
-def test_alembic_without_url_uses_hermes_home(tmp_path: Path) -> None:
+def test_alembic_without_url_uses_the_default_home_inside_hermes_home(tmp_path: Path) -> None:
     home = tmp_path / "hh"
     env = {"HERMES_HOME": str(home), "PATH": "/usr/bin:/bin"}
     done = subprocess.run(
@@ -258,4 +258,6 @@ def test_alembic_without_url_uses_hermes_home(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert (home / "state.db").is_file()
+    # Our store's folder inside Hermes' home: Hermes' own state.db lives beside it.
+    assert (home / "hermes-repo" / "state.db").is_file()
+    assert not (home / "state.db").exists()

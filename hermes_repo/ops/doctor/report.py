@@ -29,6 +29,7 @@ from .search_index import FtsStatus, check_fts, check_fts_coverage
 from .snapshots import check_snapshots
 from .spool import check_spool
 from .store import StoreFacts, check_store
+from .transcripts import check_transcripts
 from .values import check_values
 
 __all__ = ["CHECKS", "DoctorReport", "collect", "diagnose"]
@@ -45,6 +46,7 @@ CHECKS: list[Check] = [
     check_fts,
     check_fts_coverage,
     check_values,
+    check_transcripts,
     check_quarantine,
     check_spool,
     check_snapshots,
@@ -106,7 +108,8 @@ def diagnose(
     driver: Driver | None = None,
     checks: list[Check] | None = None,
 ) -> DoctorReport:
-    """Examine the store in ``home`` (default ``$HERMES_HOME``, else ``~/.hermes``).
+    """Examine the store in ``home`` (default
+    ``$HERMES_HOME/hermes-repo``, see :mod:`hermes_repo.homes`).
 
     Writes nothing: see the module docstring. Safe while other processes use the store.
     """

@@ -55,7 +55,8 @@ def repair_store(
     rebuild_search: bool = False,
     url: str | URL | None = None,
 ) -> RepairReport:
-    """Check, or repair, the store in ``home`` (default ``$HERMES_HOME``, else ``~/.hermes``).
+    """Check, or repair, the store in ``home`` (default
+    ``$HERMES_HOME/hermes-repo``, see :mod:`hermes_repo.homes`).
 
     See the module docstring for the steps. Raises :class:`RepairStoreHeldError` at once
     while another process has the store open, and :class:`RepairError` when there is
