@@ -51,11 +51,6 @@ _FRAMEWORK_MODULE = {
 # Blocks that cannot run here, each with its reason (matched by a line of the block).
 _NOT_RUN = {
     "python -m pytest": "runs the whole test suite, this test included",
-    "hermes-repo import ~/.hermes/state.db": (
-        "needs Hermes Agent's own state.db in ~/.hermes, where the default store lives "
-        "today; runs once the default home no longer collides with Hermes' (issue 26, "
-        "deliverable 1)"
-    ),
 }
 
 
@@ -172,6 +167,9 @@ def test_readme_block_runs_as_written(
     if missing:
         pytest.skip(f"README line {block.line}: needs {', '.join(missing)}, not installed here")
 
+    if "~/.hermes/state.db" in code:
+        # A Hermes Agent user's machine: Hermes' own store, written by its own code.
+        _hermes_state_db(home / ".hermes")
     if "quick start" not in _section_of(block):
         # Every later example starts where the quick start left the user.
         run(fresh_venv / "bin" / "hermes-repo", "import", work / "samples" /
@@ -194,6 +192,20 @@ def test_readme_block_runs_as_written(
         f"README line {block.line} ({block.lang}) failed with exit {done.returncode}\n"
         f"--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
     )
+
+
+def _hermes_state_db(folder: Path) -> None:
+    """``folder/state.db`` as Hermes Agent 0.19.0 writes it (its ``SessionDB``)."""
+    hermes_state = pytest.importorskip(
+        "hermes_state", reason="Hermes Agent (pip install --no-deps hermes-agent) builds it"
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    db = hermes_state.SessionDB(db_path=folder / "state.db")
+    try:
+        db.create_session("20260401_090000_aaaaaa", "cli", model="claude-sonnet-4")
+        db.append_message("20260401_090000_aaaaaa", "user", "deploy the checkpoint please")
+    finally:
+        db.close()
 
 
 def _section_of(block: Block) -> str:
