@@ -12,7 +12,6 @@ import stat
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from hermes_repo import (
     HermesRepoError,
@@ -23,7 +22,6 @@ from hermes_repo import (
     StateStore,
     UnsafePathError,
 )
-from hermes_repo.cli import main
 from hermes_repo.ops.snapshots import SNAPSHOT_DIR
 from hermes_repo.transfer import (
     export_session,
@@ -32,6 +30,7 @@ from hermes_repo.transfer import (
     refuse_store_targets,
     write_export,
 )
+from tests.cli.conftest import run_cli
 
 # The public API these tests prove runs on SQLite and on PostgreSQL.
 pytestmark = pytest.mark.usefixtures("backend")
@@ -41,9 +40,10 @@ SAMPLES = ROOT / "samples" / "sample_sessions.jsonl"
 
 
 def _cli(home: Path, *args: str) -> str:
-    """stdout of ``hermes-repo --home HOME ARGS``, run in this process."""
-    result = CliRunner().invoke(main, ["--home", str(home), *args], catch_exceptions=False)
-    assert result.exit_code == 0, result.stderr
+    """stdout of ``hermes-repo --home HOME ARGS``, run in this process (on a PostgreSQL
+    run with the server's --url, as a user names it beside --home)."""
+    result = run_cli("--home", home, *args, cwd=home)
+    assert result.code == 0, result.stderr
     return result.stdout
 
 
