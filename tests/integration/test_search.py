@@ -111,10 +111,12 @@ def test_like_wildcards_are_literal(store: StateStore, corpus: dict, query: str)
 def _index_is_live(store: StateStore) -> None:
     """No query may detach the index: any fts5 error counts as damage, so an escaping
     bug would degrade search quietly to the LIKE scan and still return rows."""
+    # (The marker is what ``store.health().fts_stale`` reports; health() itself also
+    # walks every object of the process for foreign SQLite connections, which a
+    # 150-example property would pay on every example.)
     with store.engine.connect() as conn:
         assert fts.stale_marker(conn) is None
         assert fts.present_triggers(conn) == set(fts.TRIGGER_NAMES)
-    assert not store.health().fts_stale
 
 
 # The hostile session holds the planted text and a decoy that shares words with several
