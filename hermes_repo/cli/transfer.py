@@ -102,6 +102,14 @@ def _hermes_summary(report: HermesImportReport) -> str:
         f"{f' ({m.updated} with a new active state)' if m.updated else ''} "
         f"({s.kept_in_extra + m.kept_in_extra} value(s) kept in extra)"
     ]
+    if m.edited or m.archived:
+        lines.append(
+            f"  following the source: {m.edited} message(s) edited in place (the previous "
+            f"text kept as an archived row), {m.archived} message(s) Hermes deleted or "
+            "rewrote archived"
+        )
+    for hermes_id, sid in report.mapped_sessions.items():
+        lines.append(f"  session {hermes_id!r} stored as {sid}")
     for name, counts in report.tables.items():
         if name not in ("sessions", "messages"):
             lines.append(f"  {name}: {counts.read} row(s) kept in extra")
@@ -152,6 +160,13 @@ def import_command(
       hermes-repo import samples/sample_sessions.jsonl
     """
     if fmt is None:
+        if file.stat().st_size == 0:
+            # Neither format: "imported 0 sessions" would hide a copy that went wrong.
+            raise CliError(
+                f"{file} is empty: nothing to import; pass a Hermes Agent state.db or a "
+                "JSON Lines file (a state.db copied while Hermes was writing may need "
+                "copying again)"
+            )
         fmt = "hermes-db" if is_sqlite_file(file) else "jsonl"
     if fmt == "hermes-db":
         hermes = run_hermes_import(state, file, dry_run=dry_run)

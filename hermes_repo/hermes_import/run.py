@@ -4,22 +4,30 @@ and the report of what was done."""
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
+from sqlalchemy import select, text, update
+
+from ..backend import Backend
 from ..codec import dumps
-from ..errors import HermesRepoError, ImportSourceError
-from ..ids import validate_session_id
+from ..codec.checks import check_server_text
+from ..errors import ImportSourceError
+from ..models import messages_table
+from ..transcript.reconcile import ORIGINAL_REASON, keep_copy
 from ..uow import UnitOfWork
 from .mapping import (
     ARCHIVE_PREFIX,
-    _message_row,
+    Mapper,
+    _break_cycles,
     _plain,
     _Session,
     _session_order,
-    _session_values,
+    store_session_id,
 )
 from .report import HermesImportReport
 from .source import _open_source, _quote, _shape, _unreadable
@@ -35,32 +43,96 @@ _SKIPPED_TABLES = frozenset({"schema_version", "sqlite_sequence"})
 class ImportTarget(Protocol):
     """What the import needs of a store: units of work, and writes retried on locks."""
 
+    @property
+    def backend(self) -> Backend: ...
+
     def unit_of_work(self) -> UnitOfWork: ...
 
     def write(self, work: Callable[[UnitOfWork], T]) -> T: ...
 
 
-def _write_session(uow: UnitOfWork, item: _Session, dry_run: bool) -> tuple[bool, int, int, int]:
-    """Create or update one session and add its new messages;
-    (created, new, present, present rows whose active state changed)."""
-    created = not uow.sessions.exists(item.sid)
-    stored = {} if created else uow.messages.states(item.sid)
-    fresh = [m for m in item.messages if m["uid"] not in stored]
-    # A row already imported follows the source's active state (a later /undo, or its
-    # restore); a row this store archived itself (a repair) is never brought back.
-    flips = []
+@dataclass
+class _Counts:
+    created: bool
+    new: int = 0
+    present: int = 0
+    flipped: int = 0
+    edited: int = 0
+    archived: int = 0
+
+
+# Columns a re-import compares and rewrites: the row's values, not its identity or
+# archive state (content_text is derived from content_parts, and differs on a server).
+_VALUE_SKIP = frozenset(
+    {"session_id", "uid", "active", "archived_at", "archive_reason", "content_text"}
+)
+#: Archive reason of an imported row the source no longer holds.
+DELETED_REASON = ARCHIVE_PREFIX + "deleted or rewritten in the source"
+
+
+def edited_reason(row_id: int) -> str:
+    """Archive reason of the copy of an imported row kept before an edit in the source."""
+    return f"{ARCHIVE_PREFIX}previous version of #{row_id} (edited in the source)"
+
+
+def _lock_session(uow: UnitOfWork, sid: str) -> None:
+    """On a server, one import of a session at a time: two imports of one file would
+    both find it missing and both insert it (a unique violation). The lock is held
+    until the unit commits; SQLite writers take turns already (BEGIN IMMEDIATE)."""
+    conn = uow.connection
+    if conn.dialect.name == "postgresql":
+        conn.execute(
+            text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": "hermes-import:" + sid}
+        )
+
+
+def _stored_rows(uow: UnitOfWork, sid: str, columns: list[str]) -> dict[str, tuple[Any, ...]]:
+    """The session's imported rows: uid -> (id, active, archive_reason, *columns)."""
+    m = messages_table.c
+    stmt = select(m.uid, m.id, m.active, m.archive_reason, *(m[c] for c in columns)).where(
+        m.session_id == sid, m.uid.like(f"hermes:{sid}:%")
+    )
+    return {r[0]: tuple(r[1:]) for r in uow.connection.execute(stmt)}
+
+
+def _write_session(uow: UnitOfWork, item: _Session, dry_run: bool) -> _Counts:
+    """Create or update one session so its rows follow the source: new rows added, rows
+    the source changed in place rewritten (the previous version kept as an archived
+    row), rows it no longer holds archived, active states followed."""
+    _lock_session(uow, item.sid)
+    counts = _Counts(created=not uow.sessions.exists(item.sid))
+    columns = [k for k in (item.messages[0] if item.messages else {}) if k not in _VALUE_SKIP]
+    stored = {} if counts.created else _stored_rows(uow, item.sid, columns)
+    repaired = set() if counts.created else _repaired_here(uow, item.sid)
+    fresh, flips, edits = [], [], []
     for m in item.messages:
-        state = stored.get(m["uid"])
-        if state is None or state[0] == m["active"]:
+        state = stored.pop(m["uid"], None)
+        if state is None:
+            fresh.append(m)
             continue
-        if m["active"] and not (state[1] or "").startswith(ARCHIVE_PREFIX):
+        row_id, active, reason = state[0], state[1], state[2]
+        changed = [c for c, was in zip(columns, state[3:], strict=True) if was != m[c]]
+        if changed and row_id not in repaired:
+            # Only extra changed (Hermes' flags, e.g. compacted): metadata, no audit copy.
+            edits.append((row_id, bool(active) and changed != ["extra"], m))
+        if active == m["active"]:
+            if changed == ["extra"]:
+                counts.flipped += 1
+            continue
+        # A row this store archived itself (a repair) is never brought back.
+        if m["active"] and not (reason or "").startswith(ARCHIVE_PREFIX):
             continue
         flips.append(m)
-    counts = (created, len(fresh), len(item.messages) - len(fresh), len(flips))
+    # What is left was imported before and is gone from the source.
+    gone = [uid for uid, state in stored.items() if state[1]]
+    counts.new, counts.archived = len(fresh), len(gone)
+    counts.flipped += len(flips)
+    counts.edited = sum(1 for _, keep, _ in edits if keep)
+    counts.present = len(item.messages) - len(fresh)
     if dry_run:
         return counts
     v = item.values
-    if created:
+    if counts.created:
         uow.sessions.create(
             v["source"],
             id=item.sid,
@@ -81,10 +153,41 @@ def _write_session(uow: UnitOfWork, item: _Session, dry_run: bool) -> tuple[bool
         extra=item.extra,
     )
     uow.messages.insert_rows(fresh)
+    now = time.time()
+    server = uow.connection.dialect.name != "sqlite"
+    for row_id, keep, m in edits:
+        if keep:  # the version replayed until now stays in the audit trail
+            keep_copy(uow.connection, item.sid, row_id, edited_reason(row_id), now)
+        values = {c: m[c] for c in columns}
+        if "content_text" in m:
+            values["content_text"] = m["content_text"]
+        if server:
+            check_server_text(values)  # U+0000 was mapped already; the derived text too
+        uow.connection.execute(
+            update(messages_table).where(messages_table.c.id == row_id).values(**values)
+        )
     for m in flips:
         uow.messages.set_active(item.sid, m["uid"], bool(m["active"]), reason=m["archive_reason"])
+    for uid in gone:
+        uow.messages.archive_active(item.sid, reason=DELETED_REASON, uid=uid)
     uow.messages.recount(item.sid)
     return counts
+
+
+def _repaired_here(uow: UnitOfWork, sid: str) -> set[int]:
+    """Ids of the session's rows this store's own repair rewrote (their previous version
+    is an archived "repair_original of #id" row): a re-import leaves them as repaired."""
+    m = messages_table.c
+    stmt = select(m.archive_reason).where(
+        m.session_id == sid, m.active == 0, m.archive_reason.like(ORIGINAL_REASON + " of #%")
+    )
+    found = set()
+    for (reason,) in uow.connection.execute(stmt):
+        try:
+            found.add(int(str(reason).rsplit("#", 1)[1]))
+        except ValueError:
+            continue
+    return found
 
 
 def _first_ts(item: _Session) -> float:
@@ -146,10 +249,13 @@ def _run(
     if report.schema_version is None:
         report.warnings.append("the source has no schema_version; read by column names alone")
 
-    sessions = {
-        str(r["id"]): dict(r)
-        for r in conn.execute("SELECT * FROM sessions ORDER BY started_at, id")
-    }
+    sessions = _retry_lenient(
+        conn,
+        lambda: {
+            str(r["id"]): dict(r)
+            for r in conn.execute("SELECT * FROM sessions ORDER BY started_at, id")
+        },
+    )
     report.sessions.read = len(sessions)
     total = int(conn.execute("SELECT count(*) FROM messages").fetchone()[0])
     report.messages.read = total
@@ -164,26 +270,13 @@ def _run(
     linked = {t: cols for t, cols in tables.items() if t not in ("sessions", "messages")}
     per_session = [t for t, cols in linked.items() if "session_id" in cols]
 
-    usable: set[str] = set()
-    for sid in list(sessions):
-        try:
-            validate_session_id(sid)
-            usable.add(sid)
-        except HermesRepoError as exc:
-            report.warnings.append(f"session {sid!r} not imported: {exc}")
-
+    ids = _map_ids(path, sessions, report)
+    mapper = Mapper(report, ids, _break_cycles(sessions), server=not store.backend.is_file)
     done = 0
-    for sid in _session_order(sessions):
-        if sid not in usable:
-            continue
-        values, extra = _session_values(sessions[sid], lambda p: p in usable, report)
+    for hermes_sid in _session_order(sessions, mapper.cut):
+        values, extra = mapper.session_values(sessions[hermes_sid])
         for table in per_session:
-            rows = [
-                {k: _plain(v) for k, v in dict(r).items()}
-                for r in conn.execute(
-                    f'SELECT * FROM "{_quote(table)}" WHERE session_id = ? ORDER BY rowid', (sid,)
-                )
-            ]
+            rows = _table_rows(conn, table, report, hermes_sid)
             if rows:
                 extra.setdefault("hermes_tables", {})[table] = rows
                 report.table(table).read += len(rows)
@@ -191,30 +284,120 @@ def _run(
         report.sessions.kept_in_extra += len(extra)
         rows_out = []
         last_ts: float | None = values["started_at"]
-        for r in conn.execute("SELECT * FROM messages WHERE session_id = ? ORDER BY id", (sid,)):
-            out = _message_row(sid, dict(r), last_ts, report)
+        for r in _session_messages(conn, hermes_sid):
+            out = mapper.message_row(hermes_sid, r, last_ts)
             last_ts = out["timestamp"]
             rows_out.append(out)
-        item = _Session(sid, values, extra, rows_out)
+        item = _Session(ids[hermes_sid], values, extra, rows_out)
         if report.dry_run:
             with store.unit_of_work() as uow:  # read only: never committed
-                created, new, present, flipped = _write_session(uow, item, True)
+                counts = _write_session(uow, item, True)
         else:
-            created, new, present, flipped = store.write(
-                partial(_write_session, item=item, dry_run=False)
-            )
-        if created:
+            counts = store.write(partial(_write_session, item=item, dry_run=False))
+        if counts.created:
             report.sessions.imported += 1
         else:
             report.sessions.already_present += 1
-        report.messages.imported += new
-        report.messages.already_present += present
-        report.messages.updated += flipped
+        report.messages.imported += counts.new
+        report.messages.already_present += counts.present
+        report.messages.updated += counts.flipped
+        report.messages.edited += counts.edited
+        report.messages.archived += counts.archived
         done += len(rows_out)
         if progress is not None:
             progress(done, total)
 
-    _keep_other_tables(conn, store, report, linked, per_session, usable)
+    _keep_other_tables(conn, store, report, linked, per_session, set(sessions))
+
+
+def _map_ids(
+    path: Path, sessions: Mapping[str, object], report: HermesImportReport
+) -> dict[str, str]:
+    """Every source session's id here (see :func:`store_session_id`); refuses, before
+    anything is written, a file where two sessions would land on one id."""
+    ids = {sid: store_session_id(sid) for sid in sessions}
+    taken: dict[str, str] = {}
+    for hermes_sid, sid in ids.items():
+        other = taken.setdefault(sid, hermes_sid)
+        if other != hermes_sid:
+            raise ImportSourceError(
+                f"{path}: sessions {other!r} and {hermes_sid!r} would both be stored as "
+                f"{sid!r}; nothing was imported: rename one of them in Hermes and import again"
+            )
+        if sid != hermes_sid:
+            report.mapped_sessions[hermes_sid] = sid
+            report.warnings.append(
+                f"session {hermes_sid!r}: its id is not one this store takes (letters, digits "
+                f"and . _ : -, at most 128 characters); stored as {sid!r}, the original kept "
+                "in the session's extra as hermes_session_id"
+            )
+    return ids
+
+
+def _lenient_text(data: bytes) -> str | bytes:
+    """A TEXT value as str, or its bytes when it is not UTF-8 (another tool wrote it):
+    the mapping then keeps the bytes and warns instead of the whole read failing."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data
+
+
+def _retry_lenient(conn: sqlite3.Connection, read: Callable[[], T]) -> T:
+    """``read()``; once more with :func:`_lenient_text` when a TEXT value is not UTF-8."""
+    try:
+        return read()
+    except sqlite3.OperationalError as exc:
+        if "decode" not in str(exc) or conn.text_factory is _lenient_text:
+            raise
+    conn.text_factory = _lenient_text
+    try:
+        return read()
+    finally:
+        conn.text_factory = str
+
+
+def _session_messages(conn: sqlite3.Connection, hermes_sid: str) -> list[dict[str, object]]:
+    def read() -> list[dict[str, object]]:
+        sql = "SELECT * FROM messages WHERE session_id = ? ORDER BY id"
+        return [dict(r) for r in conn.execute(sql, (hermes_sid,))]
+
+    return _retry_lenient(conn, read)
+
+
+def _table_rows(
+    conn: sqlite3.Connection,
+    table: str,
+    report: HermesImportReport,
+    hermes_sid: str | None = None,
+) -> list[dict[str, object]]:
+    """The rows of another table (of one session when given), as JSON can hold them.
+
+    Read in rowid order, or in primary-key order for a ``WITHOUT ROWID`` table; a table
+    SQLite cannot read here (e.g. it needs an extension) is skipped with a warning, the
+    rest of the import goes on."""
+    where = "" if hermes_sid is None else " WHERE session_id = ?"
+    args: tuple[object, ...] = () if hermes_sid is None else (hermes_sid,)
+
+    def read(order: str) -> list[dict[str, object]]:
+        sql = f'SELECT * FROM "{_quote(table)}"{where}{order}'
+        return [{k: _plain(v) for k, v in dict(r).items()} for r in conn.execute(sql, args)]
+
+    try:
+        try:
+            return _retry_lenient(conn, partial(read, " ORDER BY rowid"))
+        except sqlite3.OperationalError as exc:
+            if "rowid" not in str(exc):
+                raise
+            return _retry_lenient(conn, partial(read, ""))  # WITHOUT ROWID: key order
+    except sqlite3.Error as exc:
+        if table not in report.skipped_tables:
+            report.skipped_tables.append(table)
+            report.warnings.append(
+                f"table {table!r} could not be read (SQLite says {exc}); skipped, "
+                "everything else is imported"
+            )
+        return []
 
 
 def _keep_other_tables(
@@ -223,19 +406,16 @@ def _keep_other_tables(
     report: HermesImportReport,
     linked: Mapping[str, list[str]],
     per_session: list[str],
-    usable: set[str],
+    imported: set[str],
 ) -> None:
     """Rows of tables that belong to no imported session, in our state_meta."""
     kept: dict[str, str] = {}
     for table in sorted(linked):
         if table in _SKIPPED_TABLES:
             continue
-        rows = [
-            {k: _plain(v) for k, v in dict(r).items()}
-            for r in conn.execute(f'SELECT * FROM "{_quote(table)}" ORDER BY rowid')
-        ]
+        rows = _table_rows(conn, table, report)
         if table in per_session:  # rows of imported sessions are in their extra already
-            rows = [r for r in rows if r.get("session_id") not in usable]
+            rows = [r for r in rows if r.get("session_id") not in imported]
         if not rows:
             continue
         counts = report.table(table)
