@@ -3,11 +3,15 @@
 The source is opened read-only *and* immutable (a percent-encoded ``file:`` URI with
 ``mode=ro&immutable=1``): Hermes' files carry the WAL flag, and a plain read-only open
 creates ``-wal`` and ``-shm`` beside them. When a ``-wal`` is already there (a Hermes that
-is running, or one that stopped without a checkpoint) its committed frames matter: the
-file and its ``-wal`` are copied byte for byte into a private temporary folder (taken
-when the file and the WAL header did not change during the copy; a Hermes that keeps
-writing gets a copy through SQLite's backup API instead), and the copy is read. The
-source's own files are only ever read, never opened for writing.
+is running, or one that stopped without a checkpoint) its committed frames matter; when a
+non-empty ``-journal`` is there (Hermes in rollback-journal mode, its fallback on network
+and FUSE filesystems, killed mid-commit) the file holds pages of a transaction that never
+committed. Either way the file and that side file are copied byte for byte into a private
+temporary folder (taken when neither changed during the copy; a Hermes that keeps writing
+gets a copy through SQLite's backup API instead), and the copy is opened normally: SQLite
+replays the WAL or rolls the hot journal back there, as it would for Hermes, so a row
+SQLite never committed is never read. The source's own files are only ever read, never
+opened for writing.
 
 Columns are read by name (``PRAGMA table_info``), never by position: real installs were
 upgraded in place, so later columns sit at the end in any order, and a column a version
