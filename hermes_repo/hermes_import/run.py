@@ -95,10 +95,13 @@ def _stored_rows(uow: UnitOfWork, sid: str, columns: list[str]) -> dict[str, tup
     return {r[0]: tuple(r[1:]) for r in uow.connection.execute(stmt)}
 
 
-def _write_session(uow: UnitOfWork, item: _Session, dry_run: bool) -> _Counts:
-    """Create or update one session so its rows follow the source: new rows added, rows
-    the source changed in place rewritten (the previous version kept as an archived
-    row), rows it no longer holds archived, active states followed."""
+def _write_session(
+    uow: UnitOfWork, item: _Session, dry_run: bool
+) -> tuple[_Counts, list[dict[str, Any]], Callable[[], None]]:
+    """Create or update one session so its rows follow the source: (the counts, the new
+    rows to insert, what to do once they are inserted: rows the source changed in place
+    rewritten with the previous version kept as an archived row, rows it no longer
+    holds archived, active states followed, counters recomputed). Dry, only counts."""
     _lock_session(uow, item.sid)
     counts = _Counts(created=not uow.sessions.exists(item.sid))
     columns = [k for k in (item.messages[0] if item.messages else {}) if k not in _VALUE_SKIP]
@@ -130,7 +133,7 @@ def _write_session(uow: UnitOfWork, item: _Session, dry_run: bool) -> _Counts:
     counts.edited = sum(1 for _, keep, _ in edits if keep)
     counts.present = len(item.messages) - len(fresh)
     if dry_run:
-        return counts
+        return counts, [], lambda: None
     v = item.values
     if counts.created:
         uow.sessions.create(
@@ -152,26 +155,29 @@ def _write_session(uow: UnitOfWork, item: _Session, dry_run: bool) -> _Counts:
         output_tokens=v["output_tokens"],
         extra=item.extra,
     )
-    uow.messages.insert_rows(fresh)
-    now = time.time()
-    server = uow.connection.dialect.name != "sqlite"
-    for row_id, keep, m in edits:
-        if keep:  # the version replayed until now stays in the audit trail
-            keep_copy(uow.connection, item.sid, row_id, edited_reason(row_id), now)
-        values = {c: m[c] for c in columns}
-        if "content_text" in m:
-            values["content_text"] = m["content_text"]
-        if server:
-            check_server_text(values)  # U+0000 was mapped already; the derived text too
-        uow.connection.execute(
-            update(messages_table).where(messages_table.c.id == row_id).values(**values)
-        )
-    for m in flips:
-        uow.messages.set_active(item.sid, m["uid"], bool(m["active"]), reason=m["archive_reason"])
-    for uid in gone:
-        uow.messages.archive_active(item.sid, reason=DELETED_REASON, uid=uid)
-    uow.messages.recount(item.sid)
-    return counts
+
+    def finish() -> None:
+        now = time.time()
+        server = uow.connection.dialect.name != "sqlite"
+        for row_id, keep, m in edits:
+            if keep:  # the version replayed until now stays in the audit trail
+                keep_copy(uow.connection, item.sid, row_id, edited_reason(row_id), now)
+            values = {c: m[c] for c in columns}
+            if "content_text" in m:
+                values["content_text"] = m["content_text"]
+            if server:
+                check_server_text(values)  # U+0000 was mapped already; the derived text too
+            uow.connection.execute(
+                update(messages_table).where(messages_table.c.id == row_id).values(**values)
+            )
+        for m in flips:
+            reason = m["archive_reason"]
+            uow.messages.set_active(item.sid, m["uid"], bool(m["active"]), reason=reason)
+        for uid in gone:
+            uow.messages.archive_active(item.sid, reason=DELETED_REASON, uid=uid)
+        uow.messages.recount(item.sid)
+
+    return counts, fresh, finish
 
 
 def _repaired_here(uow: UnitOfWork, sid: str) -> set[int]:
@@ -273,6 +279,8 @@ def _run(
     ids = _map_ids(path, sessions, report)
     mapper = Mapper(report, ids, _break_cycles(sessions), server=not store.backend.is_file)
     done = 0
+    batch: list[_Session] = []
+    size = 0
     for hermes_sid in _session_order(sessions, mapper.cut):
         values, extra = mapper.session_values(sessions[hermes_sid])
         for table in per_session:
@@ -288,12 +296,46 @@ def _run(
             out = mapper.message_row(hermes_sid, r, last_ts)
             last_ts = out["timestamp"]
             rows_out.append(out)
-        item = _Session(ids[hermes_sid], values, extra, rows_out)
-        if report.dry_run:
-            with store.unit_of_work() as uow:  # read only: never committed
-                counts = _write_session(uow, item, True)
-        else:
-            counts = store.write(partial(_write_session, item=item, dry_run=False))
+        batch.append(_Session(ids[hermes_sid], values, extra, rows_out))
+        size += len(rows_out) + 1
+        if size >= BATCH_ROWS:
+            done += _write_batch(store, report, batch)
+            batch, size = [], 0
+            if progress is not None:
+                progress(done, total)
+    if batch:
+        done += _write_batch(store, report, batch)
+        if progress is not None:
+            progress(done, total)
+
+    _keep_other_tables(conn, store, report, linked, per_session, set(sessions))
+
+
+#: Rows written per unit of work: sessions are written together until they hold this
+#: many (a session is never split). One commit per session made the full-text index
+#: flush a small segment per session, most of an import's time; this bounds both the
+#: memory held and what an interrupted import leaves to the next run.
+BATCH_ROWS = 5000
+
+
+def _write_batch(store: ImportTarget, report: HermesImportReport, batch: list[_Session]) -> int:
+    """Write (or, dry, check) the sessions of ``batch`` in one unit of work; the
+    report counts what was done. Returns the messages in the batch."""
+
+    def write(uow: UnitOfWork, dry_run: bool) -> list[_Counts]:
+        planned = [_write_session(uow, item, dry_run) for item in batch]
+        # One insert for the whole batch (after every session exists): see insert_rows.
+        uow.messages.insert_rows([row for _, fresh, _ in planned for row in fresh])
+        for _, _, finish in planned:
+            finish()
+        return [counts for counts, _, _ in planned]
+
+    if report.dry_run:
+        with store.unit_of_work() as uow:  # read only: never committed
+            found = write(uow, True)
+    else:
+        found = store.write(partial(write, dry_run=False))
+    for counts in found:
         if counts.created:
             report.sessions.imported += 1
         else:
@@ -303,11 +345,7 @@ def _run(
         report.messages.updated += counts.flipped
         report.messages.edited += counts.edited
         report.messages.archived += counts.archived
-        done += len(rows_out)
-        if progress is not None:
-            progress(done, total)
-
-    _keep_other_tables(conn, store, report, linked, per_session, set(sessions))
+    return sum(len(item.messages) for item in batch)
 
 
 def _map_ids(
