@@ -16,6 +16,7 @@ from ..codec import MAX_DEPTH, check_timestamp, dumps, message_to_row, nesting_d
 from ..errors import HermesRepoError, IntegrityViolation
 from ..ids import validate_session_id
 from ..models import ROLES
+from ..repositories.search import COMPACTED_REASON
 from .report import HermesImportReport
 
 __all__ = ["ARCHIVE_PREFIX", "JSON_CONTENT_PREFIX", "ORIGINAL_ID_KEY", "store_session_id"]
@@ -399,7 +400,8 @@ class Mapper:
         out["archive_reason"] = None
         if inactive:
             compacted = row.get("compacted")
-            reason = "compacted" if compacted else "undone (rewound)"
-            out["archive_reason"] = ARCHIVE_PREFIX + reason
+            # The compacted reason is the one search keeps covering (as Hermes does).
+            reason = COMPACTED_REASON if compacted else ARCHIVE_PREFIX + "undone (rewound)"
+            out["archive_reason"] = reason
         report.messages.kept_in_extra += len(extra)
         return out

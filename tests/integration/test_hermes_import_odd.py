@@ -305,3 +305,34 @@ def test_hermes_set_latest_user_api_content_on_an_imported_row_is_applied_with_a
     assert previous["archive_reason"] == edited_reason(live["id"])
     assert previous["content"] == "what is the weather" and "api_content" not in previous
     assert store.import_hermes_db(src).messages.edited == 0
+
+
+def test_search_after_a_migration_finds_compacted_history_as_hermes_did_but_not_undone_rows(
+    store: StateStore, tmp_path: Path
+) -> None:
+    def write(db: Any) -> None:
+        db.create_session("s1", "cli")
+        db.append_message("s1", "user", "the zanzibar deployment failed")
+        db.append_message("s1", "assistant", "checking the logs")
+        db.archive_and_compact("s1", [{"role": "user", "content": "[CONTEXT COMPACTION] 2"}])
+        undo_from = db.append_message("s1", "user", "try the quokka mirror")
+        db.append_message("s1", "assistant", "done")
+        db.rewind_to_message("s1", undo_from)
+
+    src = _build(tmp_path / "h" / "state.db", write)
+    hermes = hermes_state.SessionDB(db_path=src)
+    try:  # what Hermes' own search finds
+        assert [m["session_id"] for m in hermes.search_messages("zanzibar")] == ["s1"]
+        assert hermes.search_messages("quokka") == []
+    finally:
+        hermes.close()
+
+    store.import_hermes_db(src)
+
+    (hit,) = store.search("zanzibar")
+    assert hit.session_id == "s1"
+    assert store.search("quokka") == []
+    assert len(store.search("quokka", include_inactive=True)) == 1
+    # The replay is the compacted transcript alone, as in Hermes.
+    (live,) = store.load_conversation("s1").messages
+    assert live["content"] == "[CONTEXT COMPACTION] 2"
