@@ -117,6 +117,18 @@ def _hermes_summary(report: HermesImportReport) -> str:
     return "\n".join(lines)
 
 
+def _looks_like_jsonl(path: Path) -> bool:
+    """Whether ``path`` starts like JSON Lines: text whose first non-blank character
+    opens an object. Only for guessing the format: the import checks every line."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return True  # the import names the read error itself
+    stripped = head.lstrip(b" \t\r\n\xef\xbb\xbf")
+    return b"\x00" not in head and stripped.startswith(b"{")
+
+
 @click.command("import")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option(
@@ -168,6 +180,12 @@ def import_command(
                 "copying again)"
             )
         fmt = "hermes-db" if is_sqlite_file(file) else "jsonl"
+        if fmt == "jsonl" and not _looks_like_jsonl(file):
+            raise CliError(
+                f"{file} is neither a Hermes Agent state.db (it does not start with "
+                "SQLite's header) nor JSON Lines (it does not start with a JSON object); "
+                "pass the state.db of a Hermes home, or a JSON Lines file"
+            )
     if fmt == "hermes-db":
         hermes = run_hermes_import(state, file, dry_run=dry_run)
         if as_json:

@@ -151,3 +151,17 @@ def test_import_shows_the_sessions_stored_under_a_mapped_id(
     assert line.startswith("  session 'my chat' stored as hermes-my_chat-")
     shown = cli("--home", home, "sessions", "show", mapped, "--json")
     assert shown.code == 0, shown.stderr
+
+
+def test_import_refuses_a_file_that_is_neither_a_state_db_nor_json_lines_in_one_line(
+    cli: Cli, home: Path, tmp_path: Path
+) -> None:
+    archive = tmp_path / "hermes-backup.zip"
+    archive.write_bytes(b"PK\x03\x04\x14\x00\x00\x00\x08\x00state.db")
+    result = cli("--home", home, "import", archive)
+    assert result.code == 1
+    assert result.error_lines == [
+        f"error: {archive} is neither a Hermes Agent state.db (it does not start with "
+        "SQLite's header) nor JSON Lines (it does not start with a JSON object); pass the "
+        "state.db of a Hermes home, or a JSON Lines file"
+    ]
