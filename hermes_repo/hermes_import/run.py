@@ -283,8 +283,9 @@ def _run(
     size = 0
     for hermes_sid in _session_order(sessions, mapper.cut):
         values, extra = mapper.session_values(sessions[hermes_sid])
+        raw_id = sessions[hermes_sid]["id"]  # as stored: the key of its rows elsewhere
         for table in per_session:
-            rows = _table_rows(conn, table, report, hermes_sid)
+            rows = _table_rows(conn, table, report, raw_id)
             if rows:
                 extra.setdefault("hermes_tables", {})[table] = rows
                 report.table(table).read += len(rows)
@@ -292,7 +293,7 @@ def _run(
         report.sessions.kept_in_extra += len(extra)
         rows_out = []
         last_ts: float | None = values["started_at"]
-        for r in _session_messages(conn, hermes_sid):
+        for r in _session_messages(conn, raw_id):
             out = mapper.message_row(hermes_sid, r, last_ts)
             last_ts = out["timestamp"]
             rows_out.append(out)
@@ -395,9 +396,15 @@ def _retry_lenient(conn: sqlite3.Connection, read: Callable[[], T]) -> T:
         conn.text_factory = str
 
 
-def _session_messages(conn: sqlite3.Connection, hermes_sid: str) -> list[dict[str, object]]:
+def _key_match(hermes_sid: object) -> str:
+    """The condition on ``session_id`` for a session id as read: an id that is not UTF-8
+    text comes as bytes, which SQLite compares to TEXT only once both are BLOBs."""
+    return "CAST(session_id AS BLOB) = ?" if isinstance(hermes_sid, bytes) else "session_id = ?"
+
+
+def _session_messages(conn: sqlite3.Connection, hermes_sid: object) -> list[dict[str, object]]:
     def read() -> list[dict[str, object]]:
-        sql = "SELECT * FROM messages WHERE session_id = ? ORDER BY id"
+        sql = f"SELECT * FROM messages WHERE {_key_match(hermes_sid)} ORDER BY id"
         return [dict(r) for r in conn.execute(sql, (hermes_sid,))]
 
     return _retry_lenient(conn, read)
@@ -407,14 +414,14 @@ def _table_rows(
     conn: sqlite3.Connection,
     table: str,
     report: HermesImportReport,
-    hermes_sid: str | None = None,
+    hermes_sid: object = None,
 ) -> list[dict[str, object]]:
     """The rows of another table (of one session when given), as JSON can hold them.
 
     Read in rowid order, or in primary-key order for a ``WITHOUT ROWID`` table; a table
     SQLite cannot read here (e.g. it needs an extension) is skipped with a warning, the
     rest of the import goes on."""
-    where = "" if hermes_sid is None else " WHERE session_id = ?"
+    where = "" if hermes_sid is None else f" WHERE {_key_match(hermes_sid)}"
     args: tuple[object, ...] = () if hermes_sid is None else (hermes_sid,)
 
     def read(order: str) -> list[dict[str, object]]:
@@ -453,7 +460,7 @@ def _keep_other_tables(
             continue
         rows = _table_rows(conn, table, report)
         if table in per_session:  # rows of imported sessions are in their extra already
-            rows = [r for r in rows if r.get("session_id") not in imported]
+            rows = [r for r in rows if not _of_imported(r.get("session_id"), imported)]
         if not rows:
             continue
         counts = report.table(table)
@@ -471,3 +478,8 @@ def _keep_other_tables(
             uow.meta.set(key, value)
 
     store.write(save)
+
+
+def _of_imported(session_id: object, imported: set[str]) -> bool:
+    """Whether a row's ``session_id`` (as JSON holds it) names an imported session."""
+    return isinstance(session_id, str) and session_id in imported

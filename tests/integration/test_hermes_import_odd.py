@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from hermes_repo import StateStore
+from hermes_repo.errors import ImportSourceError
 from hermes_repo.hermes_import.mapping import store_session_id
 from hermes_repo.hermes_import.run import DELETED_REASON, edited_reason
 
@@ -336,3 +337,44 @@ def test_search_after_a_migration_finds_compacted_history_as_hermes_did_but_not_
     # The replay is the compacted transcript alone, as in Hermes.
     (live,) = store.load_conversation("s1").messages
     assert live["content"] == "[CONTEXT COMPACTION] 2"
+
+
+def test_a_session_whose_id_is_not_text_is_imported_with_its_messages(
+    store: StateStore, tmp_path: Path
+) -> None:
+    def write(db: Any) -> None:
+        db.create_session("s1", "cli")
+        db.append_message("s1", "user", "hello")
+
+    src = _build(tmp_path / "h" / "state.db", write)
+    # Another tool wrote the id as bytes that are not UTF-8 (sessions and messages alike).
+    _raw(
+        src,
+        "PRAGMA foreign_keys = OFF",
+        "UPDATE sessions SET id = CAST(x'6964ff' AS TEXT) WHERE id = 's1'",
+        "UPDATE messages SET session_id = CAST(x'6964ff' AS TEXT) WHERE session_id = 's1'",
+    )
+
+    report = store.import_hermes_db(src)
+
+    assert (report.sessions.imported, report.messages.imported) == (1, 1)
+    ((_, sid),) = report.mapped_sessions.items()
+    assert [m["content"] for m in store.load_conversation(sid).messages] == ["hello"]
+
+
+def test_two_sessions_that_would_share_a_mapped_id_stop_the_import_before_any_write(
+    store: StateStore, tmp_path: Path
+) -> None:
+    taken = store_session_id("a b")
+
+    def write(db: Any) -> None:
+        for sid in ("a b", taken):
+            db.create_session(sid, "api_server")
+            db.append_message(sid, "user", "hi")
+
+    src = _build(tmp_path / "h" / "state.db", write)
+    with pytest.raises(ImportSourceError, match="would both be stored as") as caught:
+        store.import_hermes_db(src)
+    assert "nothing was imported" in str(caught.value)
+    with store.unit_of_work() as uow:
+        assert uow.sessions.list(limit=10) == []
