@@ -38,6 +38,25 @@ T = TypeVar("T")
 META_PREFIX = "hermes_import."
 # Hermes' own bookkeeping, rebuilt by any writer: not data.
 _SKIPPED_TABLES = frozenset({"schema_version", "sqlite_sequence"})
+# The tables Hermes Agent's store code writes (up to its schema 30); any other table of a
+# source is kept too, with a warning naming it.
+_HERMES_TABLES = frozenset(
+    {
+        *_SKIPPED_TABLES,
+        "state_meta",
+        "system_prompts",
+        "session_model_usage",
+        "gateway_routing",
+        "conversation_generations",
+        "gateway_heartbeats",
+        "compression_locks",
+        "session_turn_leases",
+        "async_delegations",
+        "delivery_obligations",
+        "telegram_dm_topic_mode",
+        "telegram_dm_topic_bindings",
+    }
+)
 
 
 class ImportTarget(Protocol):
@@ -241,7 +260,7 @@ def _run(
     tables = _shape(conn, path)
     # A damaged page met halfway would stop the import with part of it written: check
     # the whole file first (a fraction of a second for a 100 MB store).
-    problems = [str(r[0]) for r in conn.execute("PRAGMA quick_check(20)")]
+    problems = _quick_check(conn)
     if problems != ["ok"]:
         raise ImportSourceError(
             f"{path} is damaged: SQLite's quick_check reports {problems[0]!r}"
@@ -275,6 +294,16 @@ def _run(
         )
     linked = {t: cols for t, cols in tables.items() if t not in ("sessions", "messages")}
     per_session = [t for t, cols in linked.items() if "session_id" in cols]
+    for table in sorted(set(linked) - _HERMES_TABLES):
+        where = (
+            "each session's extra (hermes_tables)"
+            if table in per_session
+            else f"state_meta as {META_PREFIX}{table}"
+        )
+        report.warnings.append(
+            f"table {table!r} is not one Hermes Agent writes (another tool or a plugin made "
+            f"it); its rows are kept in {where}"
+        )
 
     ids = _map_ids(path, sessions, report)
     mapper = Mapper(report, ids, _break_cycles(sessions), server=not store.backend.is_file)
@@ -347,6 +376,28 @@ def _write_batch(store: ImportTarget, report: HermesImportReport, batch: list[_S
         report.messages.edited += counts.edited
         report.messages.archived += counts.archived
     return sum(len(item.messages) for item in batch)
+
+
+def _quick_check(conn: sqlite3.Connection) -> list[str]:
+    """SQLite's quick_check of the whole file (["ok"] when sound).
+
+    A table SQLite cannot read here (a generated column calling a plugin's own SQL
+    function) makes the whole-file check fail with that error: then each table is
+    checked on its own, and the unreadable ones are left to the import (which skips
+    them with a warning)."""
+    try:
+        return [str(r[0]) for r in conn.execute("PRAGMA quick_check(20)")]
+    except sqlite3.OperationalError:
+        pass
+    problems: list[str] = []
+    names = [str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    for name in names:
+        try:
+            found = [str(r[0]) for r in conn.execute(f'PRAGMA quick_check("{_quote(name)}")')]
+        except sqlite3.OperationalError:
+            continue  # this table alone cannot be read: skipped with a warning later
+        problems.extend(p for p in found if p != "ok")
+    return problems or ["ok"]
 
 
 def _map_ids(

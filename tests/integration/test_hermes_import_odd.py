@@ -195,10 +195,17 @@ def test_unknown_tables_of_any_kind_are_kept_and_a_blob_content_replays_as_text(
         "CREATE TABLE plugin_notes (session_id TEXT, note TEXT)",
         "INSERT INTO plugin_notes VALUES ('s1', CAST(x'6e6f7465ff' AS TEXT))",
     )
+    # A plugin's table whose generated column needs the plugin's own SQL function.
+    conn = sqlite3.connect(src)
+    conn.create_function("plugin_hash", 1, lambda v: v, deterministic=True)
+    with conn:
+        conn.execute("CREATE TABLE plugin_cache (k TEXT, h TEXT AS (plugin_hash(k)))")
+        conn.execute("INSERT INTO plugin_cache (k) VALUES ('x')")
+    conn.close()
 
     report = store.import_hermes_db(src)
 
-    assert report.messages.imported == 2 and report.skipped_tables == []
+    assert report.messages.imported == 2 and report.skipped_tables == ["plugin_cache"]
     first, second = store.load_conversation("s1").messages
     assert first["content"] == "caf\ufffd au lait"
     assert first["hermes_content_bytes"] == {"$base64": "Y2Fm6SBhdSBsYWl0"}
@@ -209,6 +216,10 @@ def test_unknown_tables_of_any_kind_are_kept_and_a_blob_content_replays_as_text(
     assert kept == [{"k": "a", "v": "1"}, {"k": "b", "v": "2"}]
     notes = _extra(store, "s1")["hermes_tables"]["plugin_notes"]
     assert notes == [{"session_id": "s1", "note": {"$base64": "bm90Zf8="}}]
+    text = " | ".join(report.warnings)
+    assert "table 'plugin_kv' is not one Hermes Agent writes" in text
+    assert "table 'plugin_notes' is not one Hermes Agent writes" in text
+    assert "table 'plugin_cache' could not be read (SQLite says unknown function" in text
 
 
 def test_a_reimport_follows_retry_undo_compress_and_in_place_edits(
