@@ -389,3 +389,35 @@ def test_two_sessions_that_would_share_a_mapped_id_stop_the_import_before_any_wr
     assert "nothing was imported" in str(caught.value)
     with store.unit_of_work() as uow:
         assert uow.sessions.list(limit=10) == []
+
+
+def test_search_after_a_migration_finds_words_only_in_tool_call_arguments(
+    store: StateStore, tmp_path: Path
+) -> None:
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "read_file", "arguments": '{"path": "/etc/frobnicator.yaml"}'},
+    }
+
+    def write(db: Any) -> None:
+        db.create_session("s1", "cli")
+        db.append_message("s1", "user", "read my config")
+        db.append_message("s1", "assistant", None, tool_calls=[call], finish_reason="tool_calls")
+        db.append_message("s1", "tool", "key: value", tool_call_id="c1", tool_name="read_file")
+
+    src = _build(tmp_path / "h" / "state.db", write)
+    hermes = hermes_state.SessionDB(db_path=src)
+    try:  # what Hermes' own search finds
+        found = hermes.search_messages("frobnicator")
+    finally:
+        hermes.close()
+    assert [m["role"] for m in found] == ["assistant"]
+
+    store.import_hermes_db(src)
+
+    (hit,) = store.search("frobnicator")
+    assert (hit.session_id, hit.role) == ("s1", "assistant")
+    # Only the index reads it: the replayed turn is as Hermes stored it.
+    assistant = store.load_conversation("s1").messages[1]
+    assert assistant.get("content") is None and assistant["tool_calls"] == [call]
