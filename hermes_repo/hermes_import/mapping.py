@@ -262,10 +262,19 @@ def _calls_text(calls: Any) -> str | None:
 
 @dataclass
 class _Session:
+    """One session's rows to write, or one part of a long session's rows."""
+
     sid: str  # the id in this store
     values: dict[str, Any]  # our columns
     extra: dict[str, Any]
     messages: list[dict[str, Any]]  # rows for insert_rows
+    #: The part that creates or updates the session row (the first).
+    first: bool = True
+    #: The part after which the source holds no more rows of the session (the last):
+    #: rows imported earlier and gone from the source are archived then.
+    last: bool = True
+    #: On the last part, every uid the source holds for the session.
+    source_uids: set[str] | None = None
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -105,13 +105,27 @@ def _lock_session(uow: UnitOfWork, sid: str) -> None:
         )
 
 
-def _stored_rows(uow: UnitOfWork, sid: str, columns: list[str]) -> dict[str, tuple[Any, ...]]:
-    """The session's imported rows: uid -> (id, active, archive_reason, *columns)."""
+def _stored_rows(
+    uow: UnitOfWork, sid: str, columns: list[str], uids: list[str]
+) -> dict[str, tuple[Any, ...]]:
+    """The session's rows of ``uids`` already stored: uid -> (id, active,
+    archive_reason, *columns)."""
     m = messages_table.c
-    stmt = select(m.uid, m.id, m.active, m.archive_reason, *(m[c] for c in columns)).where(
-        m.session_id == sid, m.uid.like(f"hermes:{sid}:%")
-    )
-    return {r[0]: tuple(r[1:]) for r in uow.connection.execute(stmt)}
+    found: dict[str, tuple[Any, ...]] = {}
+    for start in range(0, len(uids), 500):  # within any backend's limit on parameters
+        part = uids[start : start + 500]
+        stmt = select(m.uid, m.id, m.active, m.archive_reason, *(m[c] for c in columns)).where(
+            m.session_id == sid, m.uid.in_(part)
+        )
+        found.update((r[0], tuple(r[1:])) for r in uow.connection.execute(stmt))
+    return found
+
+
+def _gone(uow: UnitOfWork, sid: str, source_uids: set[str]) -> list[str]:
+    """Active rows imported earlier for the session that the source no longer holds."""
+    m = messages_table.c
+    stmt = select(m.uid).where(m.session_id == sid, m.active == 1, m.uid.like(f"hermes:{sid}:%"))
+    return [uid for uid in uow.connection.execute(stmt).scalars() if uid not in source_uids]
 
 
 def _write_session(
@@ -122,9 +136,10 @@ def _write_session(
     rewritten with the previous version kept as an archived row, rows it no longer
     holds archived, active states followed, counters recomputed). Dry, only counts."""
     _lock_session(uow, item.sid)
-    counts = _Counts(created=not uow.sessions.exists(item.sid))
+    counts = _Counts(created=item.first and not uow.sessions.exists(item.sid))
     columns = [k for k in (item.messages[0] if item.messages else {}) if k not in _VALUE_SKIP]
-    stored = {} if counts.created else _stored_rows(uow, item.sid, columns)
+    uids = [m["uid"] for m in item.messages]
+    stored = {} if counts.created else _stored_rows(uow, item.sid, columns, uids)
     repaired = set() if counts.created else _repaired_here(uow, item.sid)
     fresh, flips, edits = [], [], []
     for m in item.messages:
@@ -145,8 +160,10 @@ def _write_session(
         if m["active"] and not (reason or "").startswith(ARCHIVE_PREFIX):
             continue
         flips.append(m)
-    # What is left was imported before and is gone from the source.
-    gone = [uid for uid, state in stored.items() if state[1]]
+    # Rows imported before that the source no longer holds (known once it is all read).
+    gone: list[str] = []
+    if item.last and not counts.created:
+        gone = _gone(uow, item.sid, item.source_uids or set(uids))
     counts.new, counts.archived = len(fresh), len(gone)
     counts.flipped += len(flips)
     counts.edited = sum(1 for _, keep, _ in edits if keep)
@@ -154,6 +171,8 @@ def _write_session(
     if dry_run:
         return counts, [], lambda: None
     v = item.values
+    if not item.first:
+        return counts, fresh, partial(_finish, uow, item, columns, edits, flips, gone)
     if counts.created:
         uow.sessions.create(
             v["source"],
@@ -175,28 +194,39 @@ def _write_session(
         extra=item.extra,
     )
 
-    def finish() -> None:
-        now = time.time()
-        server = uow.connection.dialect.name != "sqlite"
-        for row_id, keep, m in edits:
-            if keep:  # the version replayed until now stays in the audit trail
-                keep_copy(uow.connection, item.sid, row_id, edited_reason(row_id), now)
-            values = {c: m[c] for c in columns}
-            if "content_text" in m:
-                values["content_text"] = m["content_text"]
-            if server:
-                check_server_text(values)  # U+0000 was mapped already; the derived text too
-            uow.connection.execute(
-                update(messages_table).where(messages_table.c.id == row_id).values(**values)
-            )
-        for m in flips:
-            reason = m["archive_reason"]
-            uow.messages.set_active(item.sid, m["uid"], bool(m["active"]), reason=reason)
-        for uid in gone:
-            uow.messages.archive_active(item.sid, reason=DELETED_REASON, uid=uid)
-        uow.messages.recount(item.sid)
+    return counts, fresh, partial(_finish, uow, item, columns, edits, flips, gone)
 
-    return counts, fresh, finish
+
+def _finish(
+    uow: UnitOfWork,
+    item: _Session,
+    columns: list[str],
+    edits: list[tuple[int, bool, dict[str, Any]]],
+    flips: list[dict[str, Any]],
+    gone: list[str],
+) -> None:
+    """After the new rows are in: rows the source changed in place rewritten (the
+    version replayed until now kept as an archived row), active states followed, rows
+    gone from the source archived, the counters recomputed."""
+    now = time.time()
+    server = uow.connection.dialect.name != "sqlite"
+    for row_id, keep, m in edits:
+        if keep:  # the version replayed until now stays in the audit trail
+            keep_copy(uow.connection, item.sid, row_id, edited_reason(row_id), now)
+        values = {c: m[c] for c in columns}
+        if "content_text" in m:
+            values["content_text"] = m["content_text"]
+        if server:
+            check_server_text(values)  # U+0000 was mapped already; the derived text too
+        uow.connection.execute(
+            update(messages_table).where(messages_table.c.id == row_id).values(**values)
+        )
+    for m in flips:
+        reason = m["archive_reason"]
+        uow.messages.set_active(item.sid, m["uid"], bool(m["active"]), reason=reason)
+    for uid in gone:
+        uow.messages.archive_active(item.sid, reason=DELETED_REASON, uid=uid)
+    uow.messages.recount(item.sid)
 
 
 def _repaired_here(uow: UnitOfWork, sid: str) -> set[int]:
@@ -307,9 +337,7 @@ def _run(
 
     ids = _map_ids(path, sessions, report)
     mapper = Mapper(report, ids, _break_cycles(sessions), server=not store.backend.is_file)
-    done = 0
-    batch: list[_Session] = []
-    size = 0
+    writer = _Batches(store, report, total, progress)
     for hermes_sid in _session_order(sessions, mapper.cut):
         values, extra = mapper.session_values(sessions[hermes_sid])
         raw_id = sessions[hermes_sid]["id"]  # as stored: the key of its rows elsewhere
@@ -320,23 +348,25 @@ def _run(
                 report.table(table).read += len(rows)
                 report.table(table).kept_in_extra += len(rows)
         report.sessions.kept_in_extra += len(extra)
-        rows_out = []
+        sid = ids[hermes_sid]
         last_ts: float | None = values["started_at"]
-        for r in _session_messages(conn, raw_id):
-            out = mapper.message_row(hermes_sid, r, last_ts)
-            last_ts = out["timestamp"]
-            rows_out.append(out)
-        batch.append(_Session(ids[hermes_sid], values, extra, rows_out))
-        size += len(rows_out) + 1
-        if size >= BATCH_ROWS:
-            done += _write_batch(store, report, batch)
-            batch, size = [], 0
-            if progress is not None:
-                progress(done, total)
-    if batch:
-        done += _write_batch(store, report, batch)
-        if progress is not None:
-            progress(done, total)
+        held: _Session | None = None  # one part held back until we know if it is the last
+        for chunk in _session_messages(conn, raw_id):
+            rows_out = []
+            for r in chunk:
+                out = mapper.message_row(hermes_sid, r, last_ts)
+                last_ts = out["timestamp"]
+                rows_out.append(out)
+            if held is not None:  # a long session, written in parts
+                held.last = False
+                writer.add(held)
+            held = _Session(sid, values, extra, rows_out, first=held is None)
+        if held is None:
+            held = _Session(sid, values, extra, [])
+        elif not held.first:
+            held.source_uids = _source_uids(conn, raw_id, sid)
+        writer.add(held)
+    writer.flush()
 
     _keep_other_tables(conn, store, report, linked, per_session, set(sessions))
 
@@ -346,6 +376,36 @@ def _run(
 #: flush a small segment per session, most of an import's time; this bounds both the
 #: memory held and what an interrupted import leaves to the next run.
 BATCH_ROWS = 5000
+
+
+class _Batches:
+    """Parts of sessions gathered into units of work of about :data:`BATCH_ROWS` rows."""
+
+    def __init__(
+        self,
+        store: ImportTarget,
+        report: HermesImportReport,
+        total: int,
+        progress: Callable[[int, int], None] | None,
+    ) -> None:
+        self.store, self.report, self.total, self.progress = store, report, total, progress
+        self.items: list[_Session] = []
+        self.size = 0
+        self.done = 0
+
+    def add(self, item: _Session) -> None:
+        self.items.append(item)
+        self.size += len(item.messages) + 1
+        if self.size >= BATCH_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.items:
+            return
+        self.done += _write_batch(self.store, self.report, self.items)
+        self.items, self.size = [], 0
+        if self.progress is not None:
+            self.progress(self.done, self.total)
 
 
 def _write_batch(store: ImportTarget, report: HermesImportReport, batch: list[_Session]) -> int:
@@ -365,10 +425,10 @@ def _write_batch(store: ImportTarget, report: HermesImportReport, batch: list[_S
             found = write(uow, True)
     else:
         found = store.write(partial(write, dry_run=False))
-    for counts in found:
+    for item, counts in zip(batch, found, strict=True):
         if counts.created:
             report.sessions.imported += 1
-        else:
+        elif item.first:
             report.sessions.already_present += 1
         report.messages.imported += counts.new
         report.messages.already_present += counts.present
@@ -453,12 +513,33 @@ def _key_match(hermes_sid: object) -> str:
     return "CAST(session_id AS BLOB) = ?" if isinstance(hermes_sid, bytes) else "session_id = ?"
 
 
-def _session_messages(conn: sqlite3.Connection, hermes_sid: object) -> list[dict[str, object]]:
-    def read() -> list[dict[str, object]]:
-        sql = f"SELECT * FROM messages WHERE {_key_match(hermes_sid)} ORDER BY id"
-        return [dict(r) for r in conn.execute(sql, (hermes_sid,))]
+def _session_messages(
+    conn: sqlite3.Connection, hermes_sid: object
+) -> Iterator[list[dict[str, object]]]:
+    """The session's rows in order, :data:`BATCH_ROWS` at a time (a long session is
+    never held whole)."""
+    after: object = None
+    while True:
+        where = _key_match(hermes_sid) + ("" if after is None else " AND id > ?")
+        args = (hermes_sid,) if after is None else (hermes_sid, after)
+        sql = f"SELECT * FROM messages WHERE {where} ORDER BY id LIMIT {BATCH_ROWS}"
 
-    return _retry_lenient(conn, read)
+        def read(sql: str = sql, args: tuple[object, ...] = args) -> list[dict[str, object]]:
+            return [dict(r) for r in conn.execute(sql, args)]
+
+        chunk = _retry_lenient(conn, read)
+        if not chunk:
+            return
+        yield chunk
+        if len(chunk) < BATCH_ROWS:
+            return
+        after = chunk[-1]["id"]
+
+
+def _source_uids(conn: sqlite3.Connection, hermes_sid: object, sid: str) -> set[str]:
+    """Every uid the source holds for a session (its row ids alone)."""
+    sql = f"SELECT id FROM messages WHERE {_key_match(hermes_sid)}"
+    return {f"hermes:{sid}:{r[0]}" for r in conn.execute(sql, (hermes_sid,))}
 
 
 def _table_rows(

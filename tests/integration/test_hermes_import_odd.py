@@ -14,6 +14,7 @@ import pytest
 
 from hermes_repo import StateStore
 from hermes_repo.errors import ImportSourceError
+from hermes_repo.hermes_import import run
 from hermes_repo.hermes_import.mapping import store_session_id
 from hermes_repo.hermes_import.run import DELETED_REASON, edited_reason
 
@@ -421,3 +422,53 @@ def test_search_after_a_migration_finds_words_only_in_tool_call_arguments(
     # Only the index reads it: the replayed turn is as Hermes stored it.
     assistant = store.load_conversation("s1").messages[1]
     assert assistant.get("content") is None and assistant["tool_calls"] == [call]
+
+
+def test_a_session_longer_than_a_unit_of_work_is_written_in_parts_and_followed_whole(
+    store: StateStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(run, "BATCH_ROWS", 5)  # the 20,000-message session of a real install
+    src = tmp_path / "h" / "state.db"
+
+    def write(db: Any) -> None:
+        db.create_session("long", "cli")
+        for i in range(12):
+            db.append_message("long", "user" if i % 2 == 0 else "assistant", f"turn {i}")
+        db.create_session("short", "cli")
+        db.append_message("short", "user", "hello")
+
+    _build(src, write)
+    report = store.import_hermes_db(src)
+
+    assert (report.sessions.imported, report.sessions.already_present) == (2, 0)
+    assert report.messages.imported == 13
+    assert [m["content"] for m in store.load_conversation("long").messages] == [
+        f"turn {i}" for i in range(12)
+    ]
+    with store.unit_of_work() as uow:
+        assert uow.sessions.require("long").message_count == 12
+
+    # /retry in Hermes: the last two turns replaced; the first part of the session did
+    # not change, the archive of what is gone waits for the last part.
+    def retry(db: Any) -> None:
+        kept = [
+            {"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i}"}
+            for i in range(10)
+        ]
+        db.replace_messages(
+            "long",
+            [
+                *kept,
+                {"role": "user", "content": "turn 10"},
+                {"role": "assistant", "content": "better"},
+            ],
+        )
+
+    _build(src, retry)
+    again = store.import_hermes_db(src)
+
+    assert (again.sessions.imported, again.sessions.already_present) == (0, 2)
+    assert (again.messages.imported, again.messages.archived) == (12, 12)
+    assert [m["content"] for m in store.load_conversation("long").messages][-1] == "better"
+    with store.unit_of_work() as uow:
+        assert uow.sessions.require("long").message_count == 12
