@@ -148,9 +148,13 @@ def import_command(
 
     A file that starts with SQLite's header is read as a Hermes Agent state.db (any
     schema version): opened read-only and immutable (never written, no -wal or -shm
-    left beside it), every value kept (what has no column goes to the row's extra),
-    one session per unit of work. Re-running adds only what is new, so a later copy of
-    the same Hermes home, or an interrupted import, is finished by the same command.
+    left beside it; a -wal or hot -journal is honoured through a private copy), every
+    value kept (what has no column goes to the row's extra), every session landing (an
+    id this store does not take is mapped, the original kept and shown). Re-running
+    adds what is new and follows what Hermes rewrote since (deleted rows archived,
+    edited rows updated with the previous version kept), so a later copy of the same
+    Hermes home, or an interrupted import, is finished by the same command. An empty
+    file, or one that is neither SQLite nor JSON Lines, is refused.
 
     \b
     JSON Lines format (one JSON object a line; blank lines are ignored):

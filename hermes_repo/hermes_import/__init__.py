@@ -34,7 +34,9 @@ the original in ``extra``; a BLOB content that is not UTF-8 is replayed as text 
 bytes kept; a parent cycle is cut at the session that started first; a table SQLite
 cannot read is skipped. Each comes with a warning naming the session and message.
 
-Each session is one unit of work. Message uids are ``hermes:<session id>:<message id>``,
+Sessions are written a few to a unit of work (about 5,000 rows; a longer session in parts
+of that size, so memory stays bounded), their new rows with multi-row INSERTs. Message
+uids are ``hermes:<session id>:<message id>``,
 so importing the same file again adds nothing, a later copy of the same install adds only
 the new sessions and messages, and an interrupted import is finished by running it again.
 A re-import follows the source: a row Hermes deleted or rewrote (``/retry``, ``/undo``,

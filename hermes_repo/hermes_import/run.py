@@ -1,5 +1,5 @@
-"""The import run: one unit of work per session, tables of no session kept in state_meta,
-and the report of what was done."""
+"""The import run: sessions written a few to a unit of work (a long one in parts), tables
+of no session kept in state_meta, and the report of what was done."""
 
 from __future__ import annotations
 
@@ -371,10 +371,10 @@ def _run(
     _keep_other_tables(conn, store, report, linked, per_session, set(sessions))
 
 
-#: Rows written per unit of work: sessions are written together until they hold this
-#: many (a session is never split). One commit per session made the full-text index
-#: flush a small segment per session, most of an import's time; this bounds both the
-#: memory held and what an interrupted import leaves to the next run.
+#: Rows per unit of work: sessions are written together until they hold this many, and a
+#: longer session is read and written in parts of this many. It bounds the memory held
+#: (a batch, whatever the file or a session's length) and what an interrupted import
+#: leaves to the next run, and spares a commit per session.
 BATCH_ROWS = 5000
 
 
