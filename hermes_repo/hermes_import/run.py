@@ -350,22 +350,35 @@ def _run(
         report.sessions.kept_in_extra += len(extra)
         sid = ids[hermes_sid]
         last_ts: float | None = values["started_at"]
-        held: _Session | None = None  # one part held back until we know if it is the last
-        for chunk in _session_messages(conn, raw_id):
+        # The read transaction holds one state of the source: the count stays true.
+        left = _count_messages(conn, raw_id)
+        first = True
+        chunks = _session_messages(conn, raw_id)
+        while True:
+            # Write what is gathered before reading a part it could not take: at most
+            # about BATCH_ROWS rows are held, whatever the file.
+            writer.make_room(min(left, BATCH_ROWS))
+            chunk = next(chunks, None)
+            if chunk is None:
+                break
             rows_out = []
             for r in chunk:
                 out = mapper.message_row(hermes_sid, r, last_ts)
                 last_ts = out["timestamp"]
                 rows_out.append(out)
-            if held is not None:  # a long session, written in parts
-                held.last = False
-                writer.add(held)
-            held = _Session(sid, values, extra, rows_out, first=held is None)
-        if held is None:
-            held = _Session(sid, values, extra, [])
-        elif not held.first:
-            held.source_uids = _source_uids(conn, raw_id, sid)
-        writer.add(held)
+            left -= len(chunk)
+            part = _Session(sid, values, extra, rows_out, first=first, last=left <= 0)
+            if part.last and not first:  # a long session, written in parts
+                part.source_uids = _source_uids(conn, raw_id, sid)
+            writer.add(part)
+            first = False
+            if part.last:
+                break
+        if first:  # no messages
+            writer.add(_Session(sid, values, extra, []))
+        elif left > 0:  # fewer rows than counted (never in one read transaction)
+            uids = _source_uids(conn, raw_id, sid)
+            writer.add(_Session(sid, values, extra, [], first=False, source_uids=uids))
     writer.flush()
 
     _keep_other_tables(conn, store, report, linked, per_session, set(sessions))
@@ -392,6 +405,11 @@ class _Batches:
         self.items: list[_Session] = []
         self.size = 0
         self.done = 0
+
+    def make_room(self, rows: int) -> None:
+        """Write the gathered parts if ``rows`` more would take the batch past its size."""
+        if self.items and self.size + rows > BATCH_ROWS:
+            self.flush()
 
     def add(self, item: _Session) -> None:
         self.items.append(item)
@@ -534,6 +552,11 @@ def _session_messages(
         if len(chunk) < BATCH_ROWS:
             return
         after = chunk[-1]["id"]
+
+
+def _count_messages(conn: sqlite3.Connection, hermes_sid: object) -> int:
+    sql = f"SELECT count(*) FROM messages WHERE {_key_match(hermes_sid)}"
+    return int(conn.execute(sql, (hermes_sid,)).fetchone()[0])
 
 
 def _source_uids(conn: sqlite3.Connection, hermes_sid: object, sid: str) -> set[str]:

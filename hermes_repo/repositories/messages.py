@@ -31,7 +31,7 @@ __all__ = ["BUMP_COUNTERS_SQL", "INSERT_MESSAGE_SQL", "MessageRepository"]
 _messages = messages_table
 _sessions = sessions_table
 #: Rows per INSERT of :meth:`MessageRepository.insert_rows` on SQLite.
-_MULTI_ROWS = 1600
+_MULTI_ROWS = 1024
 _columns = [_messages.c[name] for name in MESSAGE_COLUMNS]
 _insert = insert(_messages)
 # The append's two statements, each defined once; built once (constructing a statement
@@ -247,13 +247,19 @@ class MessageRepository:
         conn = self._session.connection() if isinstance(self._session, Session) else self._session
         # SQLite's default limit on bound variables is 32766 (999 before 3.32).
         version = getattr(conn.dialect.loaded_dbapi, "sqlite_version_info", (3, 0, 0))
-        per = max(1, min(_MULTI_ROWS, (32766 if version >= (3, 32, 0) else 999) // width))
+        most = max(1, min(_MULTI_ROWS, (32766 if version >= (3, 32, 0) else 999) // width))
         one = "(" + ",".join("?" * width) + ")"
         head = f"INSERT INTO messages ({', '.join(keys)}) VALUES "
-        for start in range(0, len(batch), per):
+        start = 0
+        while start < len(batch):
+            # A power of two rows per statement: a handful of distinct statements, which
+            # the driver's statement cache keeps (one per row count would fill it with
+            # large texts, memory growing with the file).
+            per = 1 << (min(most, len(batch) - start).bit_length() - 1)
             part = batch[start : start + per]
             params = tuple(row[k] for row in part for k in keys)
-            conn.exec_driver_sql(head + ",".join([one] * len(part)), params)
+            conn.exec_driver_sql(head + ",".join([one] * per), params)
+            start += per
 
     def recount(self, session_id: str) -> None:
         """Set the session's counters from its active rows (after a bulk insert that
