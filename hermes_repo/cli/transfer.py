@@ -120,11 +120,31 @@ def _hermes_summary(report: HermesImportReport) -> str:
         f"{f' ({m.updated} with a new active state)' if m.updated else ''} "
         f"({s.kept_in_extra + m.kept_in_extra} value(s) kept in extra)"
     ]
+    if m.edited or m.archived:
+        lines.append(
+            f"  following the source: {m.edited} message(s) edited in place (the previous "
+            f"text kept as an archived row), {m.archived} message(s) Hermes deleted or "
+            "rewrote archived"
+        )
+    for hermes_id, sid in report.mapped_sessions.items():
+        lines.append(f"  session {hermes_id!r} stored as {sid}")
     for name, counts in report.tables.items():
         if name not in ("sessions", "messages"):
             lines.append(f"  {name}: {counts.read} row(s) kept in extra")
     lines.extend(f"warning: {w}" for w in report.warnings)
     return "\n".join(lines)
+
+
+def _looks_like_jsonl(path: Path) -> bool:
+    """Whether ``path`` starts like JSON Lines: text whose first non-blank character
+    opens an object. Only for guessing the format: the import checks every line."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return True  # the import names the read error itself
+    stripped = head.lstrip(b" \t\r\n\xef\xbb\xbf")
+    return b"\x00" not in head and stripped.startswith(b"{")
 
 
 @click.command("import")
@@ -146,9 +166,13 @@ def import_command(
 
     A file that starts with SQLite's header is read as a Hermes Agent state.db (any
     schema version): opened read-only and immutable (never written, no -wal or -shm
-    left beside it), every value kept (what has no column goes to the row's extra),
-    one session per unit of work. Re-running adds only what is new, so a later copy of
-    the same Hermes home, or an interrupted import, is finished by the same command.
+    left beside it; a -wal or hot -journal is honoured through a private copy), every
+    value kept (what has no column goes to the row's extra), every session landing (an
+    id this store does not take is mapped, the original kept and shown). Re-running
+    adds what is new and follows what Hermes rewrote since (deleted rows archived,
+    edited rows updated with the previous version kept), so a later copy of the same
+    Hermes home, or an interrupted import, is finished by the same command. An empty
+    file, or one that is neither SQLite nor JSON Lines, is refused.
 
     \b
     JSON Lines format (one JSON object a line; blank lines are ignored):
@@ -173,7 +197,20 @@ def import_command(
     from ..hermes_import import is_sqlite_file
 
     if fmt is None:
+        if file.stat().st_size == 0:
+            # Neither format: "imported 0 sessions" would hide a copy that went wrong.
+            raise CliError(
+                f"{file} is empty: nothing to import; pass a Hermes Agent state.db or a "
+                "JSON Lines file (a state.db copied while Hermes was writing may need "
+                "copying again)"
+            )
         fmt = "hermes-db" if is_sqlite_file(file) else "jsonl"
+        if fmt == "jsonl" and not _looks_like_jsonl(file):
+            raise CliError(
+                f"{file} is neither a Hermes Agent state.db (it does not start with "
+                "SQLite's header) nor JSON Lines (it does not start with a JSON object); "
+                "pass the state.db of a Hermes home, or a JSON Lines file"
+            )
     if fmt == "hermes-db":
         hermes = run_hermes_import(state, file, dry_run=dry_run)
         if as_json:

@@ -1,6 +1,6 @@
 """Reading a Hermes ``state.db`` without ever writing to it: the file checked whole, opened
-read-only and immutable (or a private copy read when a ``-wal`` holds committed frames),
-and its tables' columns found by name."""
+read-only and immutable (or a private copy read when a ``-wal`` holds committed frames or
+a hot ``-journal`` an uncommitted transaction), and its tables' columns found by name."""
 
 from __future__ import annotations
 
@@ -64,42 +64,53 @@ def _check_file(path: Path) -> None:
         )
 
 
-def _stamp(path: Path, wal: Path) -> tuple[int, int, bytes]:
-    """What changes when Hermes writes: the file's mtime and size, the WAL's header
-    (its salts change when the WAL restarts after a checkpoint)."""
+def _stamp(path: Path, side: Path) -> tuple[int, int, int, int, bytes]:
+    """What changes when Hermes writes: the file's mtime and size, the side file's
+    (``-wal`` or ``-journal``) mtime, size and header (a WAL's salts change when it
+    restarts after a checkpoint)."""
     st = path.stat()
-    with open(wal, "rb") as fh:
-        return st.st_mtime_ns, st.st_size, fh.read(32)
+    side_st = side.stat()
+    with open(side, "rb") as fh:
+        return st.st_mtime_ns, st.st_size, side_st.st_mtime_ns, side_st.st_size, fh.read(32)
 
 
-def _copy_with_wal(path: Path, wal: Path, folder: Path) -> Path | None:
-    """``path`` and its ``-wal`` copied byte for byte into ``folder``, taken when the
-    source did not change during the copy; None when the -wal went away (the source is
-    then whole) or it kept changing (a busy Hermes: the backup API takes over).
+def _private_copy(path: Path, side: Path, folder: Path) -> Path | None:
+    """``path`` and its ``-wal`` or ``-journal`` (``side``) copied byte for byte into
+    ``folder``, taken when the source did not change during the copy; None when the
+    side file went away (the source is then whole) or it kept changing (a busy Hermes:
+    the backup API takes over).
 
-    Only reading the source's files: opening it through SQLite, even read-only, would
-    rewrite the ``-shm`` of a Hermes that stopped without a checkpoint. A frame Hermes
-    was appending while the -wal was copied fails its checksum and is dropped by the
-    copy's WAL recovery, so the copy holds the last whole commit.
+    The copy is opened normally, so SQLite itself does what it would do with the
+    source: replays the WAL's committed frames, or rolls back the hot journal a Hermes
+    killed mid-commit left (on network and FUSE filesystems Hermes falls back to
+    ``journal_mode=DELETE``), so a row SQLite never committed is never read. Only
+    reading the source's files: opening it through SQLite, even read-only, would
+    rewrite the ``-shm`` of a Hermes that stopped without a checkpoint, or roll back
+    its journal in place. A WAL frame Hermes was appending while the -wal was copied
+    fails its checksum and is dropped by the copy's WAL recovery, so the copy holds the
+    last whole commit. The journal is copied after the file: a page Hermes changed in
+    the file has its original in the journal first.
     """
     copy = folder / "state.db"
+    suffix = side.name[len(path.name) :]
     for _ in range(5):
         try:
-            before = _stamp(path, wal)
+            before = _stamp(path, side)
             shutil.copyfile(path, copy)
-            shutil.copyfile(wal, folder / "state.db-wal")
-            if _stamp(path, wal) == before:
+            shutil.copyfile(side, folder / f"state.db{suffix}")
+            if _stamp(path, side) == before:
                 return copy
         except FileNotFoundError:
-            if not wal.exists():
+            if not side.exists():
+                (folder / f"state.db{suffix}").unlink(missing_ok=True)
                 return None
     return _backup_copy(path, copy)
 
 
 def _backup_copy(path: Path, copy: Path) -> Path:
     """A consistent copy through SQLite's backup API (one read transaction)."""
-    copy.unlink(missing_ok=True)
-    (copy.parent / "state.db-wal").unlink(missing_ok=True)
+    for name in ("state.db", "state.db-wal", "state.db-journal"):
+        (copy.parent / name).unlink(missing_ok=True)
     try:
         src = sqlite3.connect(sqlite_uri(path, "ro"), uri=True)
         try:
@@ -119,9 +130,15 @@ def _backup_copy(path: Path, copy: Path) -> Path:
 def _open_source(path: Path) -> Iterator[sqlite3.Connection]:
     _check_file(path)
     wal = side_file(path, "-wal")
+    journal = side_file(path, "-journal")
     with tempfile.TemporaryDirectory(prefix="hermes-import-") as tmp:
-        # immutable=1 would ignore the WAL's committed frames: read a private copy.
-        copy = _copy_with_wal(path, wal, Path(tmp)) if wal.exists() else None
+        # immutable=1 would ignore the WAL's committed frames, and read the pages of a
+        # transaction a hot journal says to roll back: read a private copy instead.
+        copy = None
+        if wal.exists():
+            copy = _private_copy(path, wal, Path(tmp))
+        elif _size(journal):  # an empty (truncated) journal is never hot
+            copy = _private_copy(path, journal, Path(tmp))
         # The copy is ours: opened normally, SQLite merges its WAL into what it reads.
         uri = sqlite_uri(path, "ro") + "&immutable=1" if copy is None else sqlite_uri(copy, "rw")
         try:
@@ -132,6 +149,13 @@ def _open_source(path: Path) -> Iterator[sqlite3.Connection]:
             yield conn
         finally:
             conn.close()
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _unreadable(path: Path, exc: sqlite3.Error) -> ImportSourceError:

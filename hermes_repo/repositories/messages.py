@@ -30,6 +30,8 @@ __all__ = ["BUMP_COUNTERS_SQL", "INSERT_MESSAGE_SQL", "MessageRepository"]
 
 _messages = messages_table
 _sessions = sessions_table
+#: Rows per INSERT of :meth:`MessageRepository.insert_rows` on SQLite.
+_MULTI_ROWS = 1024
 _columns = [_messages.c[name] for name in MESSAGE_COLUMNS]
 _insert = insert(_messages)
 # The append's two statements, each defined once; built once (constructing a statement
@@ -225,11 +227,39 @@ class MessageRepository:
             for copy in copies:
                 check_server_text(copy)
             batch = list(copies)
-        if batch:
+        if not batch:
+            return 0
+        if self._on_server:
             self._session.execute(_insert, batch)
-            if self._ids is not None:
-                self._ids.rows_inserted(batch)
+        else:
+            self._insert_multi(batch)
+        if self._ids is not None:
+            self._ids.rows_inserted(batch)
         return len(batch)
+
+    def _insert_multi(self, batch: list[Mapping[str, Any]]) -> None:
+        """SQLite: many rows per INSERT statement. Each statement that fires the
+        full-text triggers opens a savepoint, and FTS5 flushes its pending terms to a
+        new segment at every savepoint: one row per statement wrote one segment per row
+        (and merged them), several times the cost of the insert itself."""
+        keys = list(batch[0])
+        width = len(keys)
+        conn = self._session.connection() if isinstance(self._session, Session) else self._session
+        # SQLite's default limit on bound variables is 32766 (999 before 3.32).
+        version = getattr(conn.dialect.loaded_dbapi, "sqlite_version_info", (3, 0, 0))
+        most = max(1, min(_MULTI_ROWS, (32766 if version >= (3, 32, 0) else 999) // width))
+        one = "(" + ",".join("?" * width) + ")"
+        head = f"INSERT INTO messages ({', '.join(keys)}) VALUES "
+        start = 0
+        while start < len(batch):
+            # A power of two rows per statement: a handful of distinct statements, which
+            # the driver's statement cache keeps (one per row count would fill it with
+            # large texts, memory growing with the file).
+            per = 1 << (min(most, len(batch) - start).bit_length() - 1)
+            part = batch[start : start + per]
+            params = tuple(row[k] for row in part for k in keys)
+            conn.exec_driver_sql(head + ",".join([one] * per), params)
+            start += per
 
     def recount(self, session_id: str) -> None:
         """Set the session's counters from its active rows (after a bulk insert that

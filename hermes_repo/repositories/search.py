@@ -70,6 +70,8 @@ from .statements import Cursor
 
 __all__ = [
     "CANDIDATE_CAP",
+    "COMPACTED_REASON",
+    "LIVE_OR_COMPACTED",
     "MAX_QUERY_CHARS",
     "RANK_CUTOFF",
     "SNIPPET_CLOSE",
@@ -83,6 +85,12 @@ __all__ = [
 ]
 
 CANDIDATE_CAP = 200
+#: The rows a search covers unless asked for every row: the live ones, and history Hermes
+#: compacted away (imported as archived with this reason). Hermes' own search finds
+#: compacted history by default, so after a migration it is still found; rows rewound,
+#: undone, deleted in the source or archived by a repair here stay out.
+COMPACTED_REASON = "hermes: compacted"
+LIVE_OR_COMPACTED = f"(m.active = 1 OR m.archive_reason = '{COMPACTED_REASON}')"
 # A term with more hits than this is not ranked: results come newest first.
 RANK_CUTOFF = 2000
 _SNIPPET_TOKENS = 12
@@ -256,7 +264,7 @@ class SearchRepository:
     ) -> tuple[str, dict[str, Any]]:
         clauses, params = [], {}
         if not include_inactive:
-            clauses.append("m.active = 1")
+            clauses.append(LIVE_OR_COMPACTED)
         if session_id is not None:
             clauses.append("m.session_id = :session_id")
             params["session_id"] = scrub(session_id)  # a lone surrogate cannot be bound

@@ -35,6 +35,7 @@ from ..schema import pg_search
 from ..schema.fts import has_cjk
 from .search import (
     CANDIDATE_CAP,
+    LIVE_OR_COMPACTED,
     RANK_CUTOFF,
     SNIPPET_CLOSE,
     SNIPPET_OPEN,
@@ -176,7 +177,7 @@ class PgSearchRepository:
         clauses: list[str] = []
         params: dict[str, Any] = {}
         if not include_inactive:
-            clauses.append("m.active = 1")
+            clauses.append(LIVE_OR_COMPACTED)
         if session_id is not None:
             clauses.append("m.session_id = :session_id")
             params["session_id"] = scrub(session_id)

@@ -91,6 +91,7 @@ __all__ = [
     "ReconcileConflict",
     "ReconcileResult",
     "archive_reason",
+    "keep_copy",
     "keep_original",
     "original_reason",
     "plan_repair",
@@ -445,7 +446,14 @@ _KEPT_COLUMNS: Final = tuple(
 
 
 def keep_original(conn: Connection, session_id: str, row_id: int, now: float) -> int:
-    """Copy the active row ``row_id`` as it is now into a new archived row; its id.
+    """Copy the active row ``row_id`` as it is now into a new archived row (reason
+    ``repair_original of #id``); its id."""
+    return keep_copy(conn, session_id, row_id, original_reason(row_id), now)
+
+
+def keep_copy(conn: Connection, session_id: str, row_id: int, reason: str, now: float) -> int:
+    """Copy the active row ``row_id`` as it is now into a new archived row of the same
+    session with ``reason`` (the audit trail of a row about to be rewritten); its id.
 
     Copied inside the database (INSERT ... SELECT), so every column is kept exactly as
     stored, whatever the codec would make of it.
@@ -455,7 +463,7 @@ def keep_original(conn: Connection, session_id: str, row_id: int, now: float) ->
         literal(new_uid(), String),
         literal(0),
         literal(now),
-        literal(original_reason(row_id), String),
+        literal(reason, String),
     ).where(
         _messages.c.id == row_id,
         _messages.c.session_id == session_id,

@@ -34,8 +34,11 @@ def test_import_recognises_a_hermes_state_db_by_its_header(
         "already_present": 0,
         "kept_in_extra": report["tables"]["messages"]["kept_in_extra"],
         "updated": 0,
+        "edited": 0,
+        "archived": 0,
     }
     assert report["tables"]["messages"]["kept_in_extra"] > 0
+    assert report["mapped_sessions"] == {} and report["skipped_tables"] == []
 
     again = cli("--home", home, "import", src)
     assert again.code == 0, again.stderr
@@ -111,3 +114,55 @@ def test_sessions_export_gives_back_the_values_kept_in_extra(
             assert message.get(key) == value
             kept += value is not None
     assert kept > 0
+
+
+def test_import_refuses_an_empty_file_in_one_line_instead_of_importing_nothing(
+    cli: Cli, home: Path, tmp_path: Path
+) -> None:
+    empty = tmp_path / "state.db"
+    empty.write_bytes(b"")
+    result = cli("--home", home, "import", empty)
+    assert result.code == 1
+    assert len(result.error_lines) == 1
+    assert result.error_lines[0].startswith(f"error: {empty} is empty: nothing to import")
+    listed = cli("--home", home, "sessions", "list", "--json")
+    assert json.loads(listed.stdout) == []
+
+
+def test_import_shows_the_sessions_stored_under_a_mapped_id(
+    cli: Cli, home: Path, tmp_path: Path
+) -> None:
+    src = tmp_path / "state.db"
+    conn = sqlite3.connect(src)
+    conn.executescript(
+        """
+        CREATE TABLE sessions (id TEXT PRIMARY KEY, source TEXT NOT NULL, started_at REAL NOT NULL);
+        CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL,
+            role TEXT NOT NULL, content TEXT, timestamp REAL NOT NULL);
+        INSERT INTO sessions VALUES ('my chat', 'api_server', 1772000000.0);
+        INSERT INTO messages (session_id, role, content, timestamp)
+            VALUES ('my chat', 'user', 'hi', 1772000001.0);
+        """
+    )
+    conn.close()
+    result = cli("--home", home, "import", src)
+    assert result.code == 0, result.stderr
+    (line,) = [x for x in result.stdout.splitlines() if x.startswith("  session ")]
+    mapped = line.split("stored as ")[1]
+    assert line.startswith("  session 'my chat' stored as hermes-my_chat-")
+    shown = cli("--home", home, "sessions", "show", mapped, "--json")
+    assert shown.code == 0, shown.stderr
+
+
+def test_import_refuses_a_file_that_is_neither_a_state_db_nor_json_lines_in_one_line(
+    cli: Cli, home: Path, tmp_path: Path
+) -> None:
+    archive = tmp_path / "hermes-backup.zip"
+    archive.write_bytes(b"PK\x03\x04\x14\x00\x00\x00\x08\x00state.db")
+    result = cli("--home", home, "import", archive)
+    assert result.code == 1
+    assert result.error_lines == [
+        f"error: {archive} is neither a Hermes Agent state.db (it does not start with "
+        "SQLite's header) nor JSON Lines (it does not start with a JSON object); pass the "
+        "state.db of a Hermes home, or a JSON Lines file"
+    ]

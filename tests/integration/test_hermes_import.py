@@ -379,6 +379,9 @@ _KILLER = textwrap.dedent(
     """
     import os, sys, time
     from hermes_repo import StateStore
+    from hermes_repo.hermes_import import run
+
+    run.BATCH_ROWS = 50  # a unit of work per few sessions, as on a large file
 
     def progress(done, total):
         if done >= 100:  # a few sessions are committed, the rest are not
