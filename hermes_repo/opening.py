@@ -27,9 +27,9 @@ from .errors import (
     describe,
 )
 from .holders import HolderLock, StoreHeldError
+from .maintenance.fts_rebuild import RebuildOutcome, guarded_rebuild
 from .retry import run_with_retry
 from .schema import fts, migrate, server
-from .schema.fts_rebuild import RebuildOutcome, guarded_rebuild
 
 __all__ = [
     "ensure_schema",

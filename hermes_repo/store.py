@@ -27,11 +27,11 @@ from .errors import (
 from .health import StoreHealth, journal_notes, store_health
 from .holders import HolderLock
 from .ids import check_session_id
+from .maintenance.fts_rebuild import RebuildOutcome
 from .provenance import StoreIdentity, database_target, ensure_identity
 from .repositories import SearchHit
 from .repositories.search_paging import SearchPage, check_limit, page_through
 from .retry import RetryPolicy, run_with_retry
-from .schema.fts_rebuild import RebuildOutcome
 from .transcript.reconcile import reconcile_session
 from .transcript.replay import ReplayReport, replay_pending
 from .transcript.writer import TranscriptWriter

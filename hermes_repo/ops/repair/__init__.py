@@ -26,7 +26,7 @@ and in this order:
 5. **Index damage** (a stale marker, missing triggers, an index that fails its checks
    or misses messages it should find, see :func:`~hermes_repo.schema.fts.coverage_check`;
    with ``rebuild_search``, always) is rebuilt by
-   :func:`~hermes_repo.schema.fts_rebuild.guarded_rebuild` with ``automatic=False``
+   :func:`~hermes_repo.maintenance.fts_rebuild.guarded_rebuild` with ``automatic=False``
    (the operator asked: the attempt ledger does not stop it) and ``force=True``
    (triggers can be missing, or an index damaged, without a marker).
 6. **Transcripts** that break role alternation or tool pairing are repaired

@@ -14,9 +14,9 @@ from ...engine import WRITE_OPTION, Driver, create_store_engine, db_path_for_hom
 from ...engine_pg import resolve_url
 from ...errors import HermesRepoError, describe
 from ...holders import HolderLock, StoreHeldError
+from ...maintenance.fts_rebuild import REPAIR_COMMAND
 from ...models import state_meta_table
 from ...schema.backup import BackupSpaceError, read_only_engine, timestamped_backup
-from ...schema.fts_rebuild import REPAIR_COMMAND
 from ...store import StateStore
 from ..doctor import diagnose
 from ..snapshots import snapshot_before

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ...schema.fts_rebuild import RebuildOutcome
+from ...maintenance.fts_rebuild import RebuildOutcome
 from ..doctor import STOP_FIRST, DoctorReport, Finding, recover_commands, recovered_path
 from ..replace import REPLACE_COMMAND
 from ..snapshots import list_snapshots
