@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .engine import check_journal_files
-from .errors import HermesRepoError, StoreFileReplacedError
+from .errors import StoreFileReplacedError, WalSaveError
 from .holders import lock_pids
 from .schema.files import free_bytes, fsync_dir, recovered_path, side_file
 
@@ -170,10 +170,6 @@ def _copy(src: Path, dest: Path) -> None:
         dest.unlink(missing_ok=True)
         raise
     os.close(fd)
-
-
-class WalSaveError(HermesRepoError):
-    """A ``-wal`` with a damaged header could not be saved; the store was not opened."""
 
 
 def preserve_damaged_wal(db_path: Path) -> DamagedWal | None:
