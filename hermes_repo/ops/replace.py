@@ -40,11 +40,11 @@ from ..engine import DriverName, db_path_for_home, select_driver
 from ..engine_pg import SQLITE_FILE
 from ..errors import HermesRepoError, ReplaceError, describe
 from ..holders import HolderLock, StoreHeldError, lock_pids, pid_alive
+from ..maintenance.sqlite_only import refuse_on_server
 from ..schema import migrate
 from ..schema.backup import backup_to, read_only_engine
 from ..schema.files import SIDE_SUFFIXES, fsync_dir, fsync_file, side_file, side_files
 from ..store import StateStore
-from .sqlite_only import refuse_on_server
 
 __all__ = ["REPLACE_COMMAND", "SIDE_SUFFIXES", "ReplaceError", "ReplaceResult", "replace_store"]
 

@@ -19,7 +19,7 @@ import hermes_repo
 from hermes_repo import HermesRepoError, errors
 from hermes_repo.errors import DatabaseBusyError, ErrorKind, StorageFullError
 from hermes_repo.holders import HolderLock
-from hermes_repo.ops.snapshots.folder import folder_lock, require_space
+from hermes_repo.maintenance.snapshots.folder import folder_lock, require_space
 
 
 def _defined_errors() -> list[tuple[str, type[BaseException]]]:

@@ -28,7 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("hermes_repo",),
     ("ops", "salvage"),
     ("store",),
-    ("health", "opening"),
+    ("opening", "health"),
     ("maintenance",),
     ("hermes_import", "transfer", "transcript"),
     ("provenance",),

@@ -15,11 +15,11 @@ from ...engine_pg import resolve_url
 from ...errors import HermesRepoError, RepairError, RepairStoreHeldError, describe
 from ...holders import HolderLock, StoreHeldError
 from ...maintenance.fts_rebuild import REPAIR_COMMAND
+from ...maintenance.snapshots import snapshot_before
 from ...models import state_meta_table
 from ...schema.backup import BackupSpaceError, read_only_engine, timestamped_backup
 from ...store import StateStore
 from ..doctor import diagnose
-from ..snapshots import snapshot_before
 from ..transcript_check import TranscriptRepairSummary, check_transcripts
 from .check import diagnose_only
 from .index import index_needs_rebuild, rebuild_and_finish
