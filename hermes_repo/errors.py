@@ -242,8 +242,8 @@ class StoreHeldError(DatabaseBusyError, RuntimeError):
 
     A :class:`DatabaseBusyError` (the store is busy with another process; its ``kind``
     is transient), and still a ``RuntimeError`` too, so callers written against its
-    first version keep catching it. Raised at once, never after a wait of its own, so
-    ``elapsed_s`` stays None.
+    first version keep catching it. ``elapsed_s`` stays None: an open that waited for
+    an exclusive holder raises its own :class:`DatabaseBusyError` naming the wait.
     """
 
     def __init__(self, message: str, pids: tuple[int, ...] = ()) -> None:
