@@ -18,7 +18,7 @@ chunks of 10k:
    linear in the store's size); a common term stops after the 20 newest hits.
 
 2. **The guarded rebuild** of both indexes at the next open
-   (:func:`hermes_repo.ops.fts_rebuild.guarded_rebuild`: lock, holder check,
+   (:func:`hermes_repo.maintenance.fts_rebuild.guarded_rebuild`: lock, holder check,
    ``quick_check``, backup, one-transaction recreate, ``'integrity-check'``), against
    raw sqlite3 running ``'rebuild'`` on both indexes in one transaction on a copy, and
    the backup API alone on another copy.
@@ -59,10 +59,10 @@ from _common import (
 
 from hermes_repo.engine import create_store_engine
 from hermes_repo.holders import HolderLock
+from hermes_repo.maintenance.fts_rebuild import guarded_rebuild
 from hermes_repo.repositories.search import like_pattern
 from hermes_repo.schema import fts
 from hermes_repo.schema.backup import backup_to
-from hermes_repo.schema.fts_rebuild import guarded_rebuild
 
 NAME = "fts_fallback"
 LIMIT = 20

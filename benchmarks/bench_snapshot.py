@@ -1,6 +1,6 @@
 """`snapshot create` (and `snapshot restore`) on 50k, 100k and 200k-message stores vs raw DB-API.
 
-The library side is :func:`hermes_repo.ops.snapshots.create_snapshot`: backup API copy
+The library side is :func:`hermes_repo.maintenance.snapshots.create_snapshot`: backup API copy
 from a read-only connection, switch of the copy to a rollback journal,
 ``PRAGMA integrity_check``, counts, fsync, sha256, manifest, retention. The raw side does
 the same work by hand with the same DB-API module (backup, ``journal_mode=DELETE``,
@@ -42,7 +42,7 @@ from _common import (
     write_json,
 )
 
-from hermes_repo.ops.snapshots import SNAPSHOT_DIR, create_snapshot, restore_snapshot
+from hermes_repo.maintenance.snapshots import SNAPSHOT_DIR, create_snapshot, restore_snapshot
 
 NAME = "snapshot"
 

@@ -20,36 +20,36 @@ if TYPE_CHECKING:
     # checks a whole call before writing any of it.
     from .codec import check_server_text, message_to_row
     from .errors import (
+        BackupSpaceError,
         CommitUnknownError,
         ConfigurationError,
+        CopyConflictError,
+        CopyError,
+        CopyVerificationError,
         DatabaseBusyError,
+        DoctorReadError,
         HermesAgentFileError,
         HermesRepoError,
         ImportSourceError,
         IntegrityViolation,
         InvalidArgumentError,
+        JournalFileError,
+        JsonlImportError,
         NotFoundError,
         NotOnThisBackendError,
+        PageError,
         QueryTimeoutError,
+        ReconcileConflict,
+        RepairError,
+        RepairStoreHeldError,
+        ReplaceError,
+        SalvageError,
         SchemaMismatchError,
+        SearchCursorError,
+        SearchLimitError,
         SearchQueryError,
         ServerConfigError,
         SessionTakenError,
-        StateDbCorruptError,
-        StorageFullError,
-        StoreClosedError,
-        StoreFileReplacedError,
-        UidConflictError,
-        UnsafePathError,
-        WriteFailedError,
-    )
-    from .hermes_import import HermesImportReport
-    from .holders import StoreHeldError
-    from .ids import validate_session_id
-    from .ops.doctor import DoctorReadError, JournalFileError
-    from .ops.repair import RepairError, RepairStoreHeldError
-    from .ops.replace import ReplaceError
-    from .ops.snapshots import (
         SnapshotBusyError,
         SnapshotError,
         SnapshotNotFoundError,
@@ -57,25 +57,26 @@ if TYPE_CHECKING:
         SnapshotSpaceError,
         SnapshotStoreHeldError,
         SnapshotVerifyError,
+        StateDbCorruptError,
+        StorageFullError,
+        StoreClosedError,
+        StoreFileReplacedError,
+        StoreHeldError,
+        UidConflictError,
+        UnsafePathError,
+        WalSaveError,
+        WriteFailedError,
     )
+    from .hermes_import import HermesImportReport
+    from .ids import validate_session_id
     from .repositories import EntryRepository, MessageRepository, SearchHit, SessionRepository
-    from .repositories.search_paging import (
-        MAX_SEARCH_LIMIT,
-        SearchCursorError,
-        SearchLimitError,
-        SearchPage,
-    )
-    from .salvage import RecoveryError, SalvageError
-    from .salvage.pagescan import PageError
-    from .schema.backup import BackupSpaceError
+    from .repositories.search_paging import MAX_SEARCH_LIMIT, SearchPage
+    from .salvage import RecoveryError
     from .store import Conversation, StateStore, StoreHealth
-    from .transcript.reconcile import ReconcileConflict
     from .transcript.replay import ReplayReport
     from .transcript.writer import FlushResult, Rejection, TranscriptWriter
-    from .transfer import ImportReport, JsonlImportError, SessionInfo
-    from .transfer.copy import CopyConflictError, CopyError, CopyVerificationError
+    from .transfer import ImportReport, SessionInfo
     from .uow import UnitOfWork
-    from .walcheck import WalSaveError
 
     # The name the spool replay's report had before "replay" and "recover" were told apart.
     RecoveryReport = ReplayReport
@@ -88,74 +89,74 @@ _LAZY: dict[str, str] = {
     "check_server_text": ".codec",
     "message_to_row": ".codec",
     "HermesImportReport": ".hermes_import",
-    "StoreHeldError": ".holders",
     "validate_session_id": ".ids",
-    "DoctorReadError": ".ops.doctor",
-    "JournalFileError": ".ops.doctor",
-    "RepairError": ".ops.repair",
-    "RepairStoreHeldError": ".ops.repair",
-    "ReplaceError": ".ops.replace",
-    "SnapshotBusyError": ".ops.snapshots",
-    "SnapshotError": ".ops.snapshots",
-    "SnapshotNotFoundError": ".ops.snapshots",
-    "SnapshotSchemaError": ".ops.snapshots",
-    "SnapshotSpaceError": ".ops.snapshots",
-    "SnapshotStoreHeldError": ".ops.snapshots",
-    "SnapshotVerifyError": ".ops.snapshots",
     "EntryRepository": ".repositories",
     "MessageRepository": ".repositories",
     "SearchHit": ".repositories",
     "SessionRepository": ".repositories",
     "MAX_SEARCH_LIMIT": ".repositories.search_paging",
-    "SearchCursorError": ".repositories.search_paging",
-    "SearchLimitError": ".repositories.search_paging",
     "SearchPage": ".repositories.search_paging",
     "RecoveryError": ".salvage",
-    "SalvageError": ".salvage",
-    "PageError": ".salvage.pagescan",
-    "BackupSpaceError": ".schema.backup",
     "Conversation": ".store",
     "StateStore": ".store",
     "StoreHealth": ".store",
-    "ReconcileConflict": ".transcript.reconcile",
     "ReplayReport": ".transcript.replay",
     "RecoveryReport": ".transcript.replay:ReplayReport",
     "FlushResult": ".transcript.writer",
     "Rejection": ".transcript.writer",
     "TranscriptWriter": ".transcript.writer",
     "ImportReport": ".transfer",
-    "JsonlImportError": ".transfer",
     "SessionInfo": ".transfer",
-    "CopyConflictError": ".transfer.copy",
-    "CopyError": ".transfer.copy",
-    "CopyVerificationError": ".transfer.copy",
     "UnitOfWork": ".uow",
-    "WalSaveError": ".walcheck",
 }
 _LAZY.update(
     dict.fromkeys(
         (
+            "BackupSpaceError",
             "CommitUnknownError",
             "ConfigurationError",
+            "CopyConflictError",
+            "CopyError",
+            "CopyVerificationError",
             "DatabaseBusyError",
+            "DoctorReadError",
             "HermesAgentFileError",
             "HermesRepoError",
             "ImportSourceError",
             "IntegrityViolation",
             "InvalidArgumentError",
+            "JournalFileError",
+            "JsonlImportError",
             "NotFoundError",
             "NotOnThisBackendError",
+            "PageError",
             "QueryTimeoutError",
+            "ReconcileConflict",
+            "RepairError",
+            "RepairStoreHeldError",
+            "ReplaceError",
+            "SalvageError",
             "SchemaMismatchError",
+            "SearchCursorError",
+            "SearchLimitError",
             "SearchQueryError",
             "ServerConfigError",
             "SessionTakenError",
+            "SnapshotBusyError",
+            "SnapshotError",
+            "SnapshotNotFoundError",
+            "SnapshotSchemaError",
+            "SnapshotSpaceError",
+            "SnapshotStoreHeldError",
+            "SnapshotVerifyError",
             "StateDbCorruptError",
             "StorageFullError",
             "StoreClosedError",
             "StoreFileReplacedError",
+            "StoreHeldError",
             "UidConflictError",
             "UnsafePathError",
+            "WalSaveError",
             "WriteFailedError",
         ),
         ".errors",

@@ -20,29 +20,55 @@ from typing import TYPE_CHECKING, cast
 if TYPE_CHECKING:
     from sqlalchemy.exc import DBAPIError
 
+    from .transfer.jsonl_import import ImportReport
+
 __all__ = [
+    "BackupSpaceError",
     "CommitUnknownError",
     "ConfigurationError",
+    "CopyConflictError",
+    "CopyError",
+    "CopyVerificationError",
     "DatabaseBusyError",
+    "DoctorReadError",
     "ErrorKind",
     "HermesAgentFileError",
     "HermesRepoError",
     "ImportSourceError",
     "IntegrityViolation",
     "InvalidArgumentError",
+    "JournalFileError",
+    "JsonlImportError",
     "NotFoundError",
     "NotOnThisBackendError",
+    "PageError",
     "QueryTimeoutError",
+    "ReconcileConflict",
+    "RepairError",
+    "RepairStoreHeldError",
+    "ReplaceError",
+    "SalvageError",
     "SchemaMismatchError",
+    "SearchCursorError",
+    "SearchLimitError",
     "SearchQueryError",
     "ServerConfigError",
     "SessionTakenError",
+    "SnapshotBusyError",
+    "SnapshotError",
+    "SnapshotNotFoundError",
+    "SnapshotSchemaError",
+    "SnapshotSpaceError",
+    "SnapshotStoreHeldError",
+    "SnapshotVerifyError",
     "StateDbCorruptError",
     "StorageFullError",
     "StoreClosedError",
     "StoreFileReplacedError",
+    "StoreHeldError",
     "UidConflictError",
     "UnsafePathError",
+    "WalSaveError",
     "WriteFailedError",
     "classify",
     "commit_outcome_unknown",
@@ -130,7 +156,10 @@ class WriteFailedError(HermesRepoError):
 
 
 class DatabaseBusyError(WriteFailedError):
-    """The database was locked (or read-only) when the write was tried.
+    """The database was locked (or read-only) when the write was tried; or, for its
+    subclasses, the store or its snapshot folder was busy with another process's work
+    (:class:`StoreHeldError`, :class:`SnapshotBusyError`). Waiting, then trying again,
+    is the fix for every one of them.
 
     ``elapsed_s`` is set when the error ends a retry loop: the write was replayed for
     that many seconds (the whole budget) without success, so callers must not retry it
@@ -150,7 +179,11 @@ class CommitUnknownError(DatabaseBusyError):
 
 
 class StorageFullError(WriteFailedError):
-    """The disk (or the database's page limit) is full, or the OS reported an I/O error."""
+    """The disk (or the database's page limit) is full, or the OS reported an I/O error.
+
+    Also the parent of the operations' own "no room" errors (:class:`BackupSpaceError`,
+    :class:`SnapshotSpaceError`): one ``except StorageFullError`` catches every one.
+    """
 
     def __init__(self, message: str) -> None:
         super().__init__(message, ErrorKind.DISK)
@@ -188,6 +221,163 @@ class StoreFileReplacedError(WriteFailedError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, ErrorKind.REPLACED)
+
+
+# -- the errors of the store's operations -------------------------------------------
+# Defined here with the rest, so one module holds the whole hierarchy; the modules that
+# raise them re-export them under their old names.
+
+
+def _holders_text(pids: tuple[int, ...]) -> str:
+    if not pids:
+        return "another process has"
+    listed = ", ".join(str(p) for p in pids)
+    if len(pids) == 1:
+        return f"another process (pid {listed}) has"
+    return f"other processes (pids {listed}) have"
+
+
+class StoreHeldError(DatabaseBusyError, RuntimeError):
+    """Another process has the store open; ``pids`` names it where the OS tells.
+
+    A :class:`DatabaseBusyError` (the store is busy with another process; its ``kind``
+    is transient), and still a ``RuntimeError`` too, so callers written against its
+    first version keep catching it. ``elapsed_s`` stays None: an open that waited for
+    an exclusive holder raises its own :class:`DatabaseBusyError` naming the wait.
+    """
+
+    def __init__(self, message: str, pids: tuple[int, ...] = ()) -> None:
+        super().__init__(message)
+        self.pids = pids
+
+    @classmethod
+    def naming(cls, pids: tuple[int, ...]) -> StoreHeldError:
+        """The error for a store held by ``pids`` (empty: not known)."""
+        return cls(
+            f"{_holders_text(pids)} the store open; stop it (e.g. the gateway) and retry", pids
+        )
+
+    @property
+    def holders_text(self) -> str:
+        """Who holds the store, as words that complete "... the store open"."""
+        return _holders_text(self.pids)
+
+
+class BackupSpaceError(StorageFullError):
+    """Not enough free space beside the store for a backup; nothing was written."""
+
+
+class WalSaveError(HermesRepoError):
+    """A ``-wal`` with a damaged header could not be saved; the store was not opened."""
+
+
+class SalvageError(HermesRepoError):
+    """The salvage could not run as asked (bad paths, no room, output exists...)."""
+
+
+class PageError(HermesRepoError):
+    """A page, cell or record could not be decoded (damaged bytes).
+
+    Raised and caught inside the salvage; a caller of the scanner sees it only when it
+    decodes pages itself.
+    """
+
+
+class DoctorReadError(HermesRepoError):
+    """The store could not be read for a check (the message carries SQLite's error).
+
+    :func:`~hermes_repo.ops.doctor.diagnose` never lets it out: it becomes the
+    ``<check>-unreadable`` finding, whose fix is the salvage's first step. Only a check
+    called on its own raises it.
+    """
+
+
+class JournalFileError(DoctorReadError):
+    """A symlink or non-regular file sits at ``-wal``/``-shm``/``-journal``.
+
+    :func:`check_journal` reports it; the checks that would read through SQLite skip.
+    """
+
+
+class SnapshotError(HermesRepoError):
+    """A snapshot could not be made, listed or restored; the message names the fix."""
+
+
+class SnapshotNotFoundError(SnapshotError):
+    """No snapshot (with a manifest) has the requested id."""
+
+
+class SnapshotSpaceError(SnapshotError, StorageFullError):
+    """Not enough free space for the copy; nothing was written."""
+
+
+class SnapshotVerifyError(SnapshotError):
+    """A copy or a stored snapshot failed its sha256, ``integrity_check`` or revision read."""
+
+
+class SnapshotSchemaError(SnapshotError, SchemaMismatchError):
+    """The snapshot's schema revision is not this code's head."""
+
+
+class SnapshotStoreHeldError(SnapshotError, StoreHeldError):
+    """Another process has the store open, so it cannot be replaced."""
+
+
+class SnapshotBusyError(SnapshotError, DatabaseBusyError):
+    """Another snapshot operation on the same folder is running."""
+
+
+class ReplaceError(HermesRepoError):
+    """The new file was not installed; the message says why and what to do."""
+
+
+class RepairError(HermesRepoError):
+    """The repair could not start; nothing was written. The message names the fix."""
+
+
+class RepairStoreHeldError(RepairError, StoreHeldError):
+    """Another process has the store open: the repair is refused, nothing was written."""
+
+
+class ReconcileConflict(HermesRepoError):
+    """The rows changed under a write that held the write lock: nothing was written."""
+
+
+class SearchLimitError(SearchQueryError, ValueError):
+    """A search asked for more hits than :data:`MAX_SEARCH_LIMIT` in one call."""
+
+
+class SearchCursorError(SearchQueryError, ValueError):
+    """A page cursor that is not one returned by this search (other query or filters,
+    edited, or truncated)."""
+
+
+class CopyError(HermesRepoError):
+    """A store copy could not be completed; the message names the cause and the fix."""
+
+
+class CopyConflictError(CopyError):
+    """The target holds rows of another store under the ids being copied."""
+
+
+class CopyVerificationError(CopyError):
+    """After a copy the two stores' counts or checksums differ."""
+
+
+class JsonlImportError(HermesRepoError):
+    """A line of a JSON Lines import could not be imported; the import stopped there.
+
+    The message is ``FILE:LINE: <cause>; <fix>``. The sessions before the line stay
+    imported (``report`` counts them) and the session the line belongs to was not
+    imported at all, so running the same import again after fixing the line finishes it.
+    """
+
+    def __init__(self, path: str, line: int, cause: str, fix: str, report: ImportReport) -> None:
+        self.path = path
+        self.line = line
+        self.cause = cause
+        self.report = report
+        super().__init__(f"{path}:{line}: {cause}; {fix}")
 
 
 class ErrorKind(enum.Enum):

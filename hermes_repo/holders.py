@@ -18,43 +18,10 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from .errors import HermesRepoError
+from .errors import StoreHeldError
 from .schema.sidefiles import open_side_file
 
 __all__ = ["HolderLock", "StoreHeldError", "holder_pids", "holders_path"]
-
-
-class StoreHeldError(HermesRepoError, RuntimeError):
-    """Another process has the store open; ``pids`` names it where the OS tells.
-
-    A :class:`~hermes_repo.errors.HermesRepoError` like every error of the package; still
-    a ``RuntimeError`` too, so callers written against its first version keep catching it.
-    """
-
-    def __init__(self, message: str, pids: tuple[int, ...] = ()) -> None:
-        super().__init__(message)
-        self.pids = pids
-
-    @classmethod
-    def naming(cls, pids: tuple[int, ...]) -> StoreHeldError:
-        """The error for a store held by ``pids`` (empty: not known)."""
-        return cls(
-            f"{_holders_text(pids)} the store open; stop it (e.g. the gateway) and retry", pids
-        )
-
-    @property
-    def holders_text(self) -> str:
-        """Who holds the store, as words that complete "... the store open"."""
-        return _holders_text(self.pids)
-
-
-def _holders_text(pids: tuple[int, ...]) -> str:
-    if not pids:
-        return "another process has"
-    listed = ", ".join(str(p) for p in pids)
-    if len(pids) == 1:
-        return f"another process (pid {listed}) has"
-    return f"other processes (pids {listed}) have"
 
 
 def holders_path(db_path: Path) -> Path:

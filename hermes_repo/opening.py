@@ -1,23 +1,31 @@
-"""What :meth:`StateStore.open` does before it hands out a store.
+"""What :meth:`StateStore.open` does before it hands out a store: both opens, the file's
+(:func:`open_file`) and the server's (:func:`open_server`), chosen by :func:`open_store`.
 
-Register as a holder (an exclusive repair or restore must see this process), bring the
-schema to head or refuse with the command that fixes it, rebuild a detached full-text
-index when this process may, and read the file's journal mode. Each step translates its
-driver errors through the write core, so a damaged file met here is quarantined like one
-met by any write.
+On a file: refuse a quarantined one, save a damaged ``-wal`` before SQLite can discard
+it, register as a holder (an exclusive repair or restore must see this process), bring
+the schema to head or refuse with the command that fixes it, rebuild a detached
+full-text index when this process may, and read the file's journal mode. On a server:
+check the database, and bring the schema to head under the migration lock. Each step
+translates its driver errors through the write core, so a damaged file met here is
+quarantined like one met by any write.
+
+Bringing a file to head with ``upgrade=True`` is :func:`hermes_repo.maintenance.upgrade.upgrade`,
+the same upgrade as ``hermes-repo db upgrade``: a ``pre-upgrade`` snapshot first.
 """
 
 from __future__ import annotations
 
+import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 
-from . import quarantine
+from . import quarantine, walcheck
 from .database import Database
-from .engine import DB_NAME
+from .engine import DB_NAME, DriverName, create_store_engine, select_driver
 from .engine_pg import PgTarget, create_pg_engine, safe_url
 from .errors import (
     DatabaseBusyError,
@@ -26,19 +34,102 @@ from .errors import (
     StateDbCorruptError,
     describe,
 )
+from .health import journal_notes
 from .holders import HolderLock, StoreHeldError
+from .maintenance.fts_rebuild import RebuildOutcome, guarded_rebuild
+from .maintenance.upgrade import RestorePoint
+from .maintenance.upgrade import upgrade as upgrade_file
 from .retry import run_with_retry
 from .schema import fts, migrate, server
-from .schema.fts_rebuild import RebuildOutcome, guarded_rebuild
 
 __all__ = [
+    "OpenedStore",
     "ensure_schema",
     "file_journal_mode",
+    "open_file",
     "open_server",
+    "open_store",
     "prepare",
     "rebuild_at_open",
     "register_holder",
 ]
+
+
+log = logging.getLogger("hermes_repo")
+
+
+@dataclass(frozen=True)
+class OpenedStore:
+    """What an open hands to :class:`~hermes_repo.store.StateStore`: the write core, the
+    holder registration (never taken on a server), and what the guarded FTS rebuild at
+    open did (None when it did not run)."""
+
+    database: Database
+    holder: HolderLock
+    rebuild: RebuildOutcome | None = None
+
+
+def open_store(
+    db_path: Path,
+    target: PgTarget | None,
+    *,
+    driver: DriverName | None,
+    upgrade: bool,
+    write_budget_s: float | None,
+) -> OpenedStore:
+    """Open the store: the server ``target`` names, else the SQLite file ``db_path``."""
+    if target is None:
+        return open_file(db_path, driver=driver, upgrade=upgrade, write_budget_s=write_budget_s)
+    database = open_server(db_path.parent, target, upgrade=upgrade, write_budget_s=write_budget_s)
+    # No holder lock file on a server: a registration that is never taken.
+    return OpenedStore(database, HolderLock(db_path))
+
+
+def open_file(
+    db_path: Path, *, driver: DriverName | None, upgrade: bool, write_budget_s: float | None
+) -> OpenedStore:
+    """The write core of the SQLite store ``db_path``, its schema at head (or refused),
+    registered as a holder, its full-text index rebuilt when it was stale and this
+    process may."""
+    info = quarantine.quarantine_info(db_path)
+    if info is not None:
+        raise StateDbCorruptError(info.message())
+    walcheck.preserve_damaged_wal(db_path)  # before SQLite can discard its frames
+    drv = select_driver(driver)
+    holder = HolderLock(db_path)
+    engine = create_store_engine(db_path, driver=drv, journal_switch=holder.alone)
+    guard = quarantine.install(engine, db_path, drv)
+    # Built first: its engine event quarantines a damaged file met by the open too.
+    database = Database(db_path.parent, engine, drv, guard, write_budget_s=write_budget_s)
+    policy = database.write_policy
+    try:
+        # Registered as a holder before the first read: an exclusive operation
+        # (restore, repair) that starts now must see us. The rebuild below upgrades
+        # this registration and succeeds only if no other process holds the store.
+        # An exclusive operation may run for long (a repair rebuilds the index): the
+        # wait for it is bounded by the same budget as a write.
+        register_holder(holder, db_path, policy.budget_s)
+        # Another process may hold the write lock right now (a rollback journal
+        # blocks readers too): the schema check and the read of the FTS marker
+        # after it are replayed whole, like any unit, within the budget.
+        stale = run_with_retry(lambda: prepare(database, upgrade=upgrade), policy)
+        outcome = (
+            RebuildOutcome(ran=False, ok=True, reason="FTS is live; nothing to rebuild")
+            if not stale
+            else rebuild_at_open(engine, db_path, holder)
+        )
+        if not outcome.ok:
+            log.warning("full-text index is detached: %s", outcome.reason)
+        if not drv.has_wal_reset_fix:
+            mode = run_with_retry(lambda: file_journal_mode(database), policy)
+            if mode == "wal":  # the risky case; a rollback journal is the design
+                for note in journal_notes(drv, mode):
+                    log.warning("%s", note)
+    except BaseException:
+        holder.release()
+        engine.dispose()
+        raise
+    return OpenedStore(database, holder, outcome if outcome.ran else None)
 
 
 def register_holder(holder: HolderLock, db_path: Path, budget_s: float) -> None:
@@ -141,7 +232,7 @@ def ensure_schema(database: Database, *, upgrade: bool, pg_schema: str | None = 
         return
     if on_file:
         if _must_migrate(database, schema, upgrade=upgrade):
-            migrate.upgrade(engine)
+            _upgrade_file(database)
         return
     # Another host may be migrating this database right now, and what was read above
     # may be its half-committed work: decide again holding the migration lock, which
@@ -153,6 +244,29 @@ def ensure_schema(database: Database, *, upgrade: bool, pg_schema: str | None = 
                 migrate.upgrade_in(conn)
     except DBAPIError as exc:
         raise database.failure(exc, action=f"migrating {where}").error from exc
+
+
+def _upgrade_file(database: Database) -> None:
+    """The upgrade ``hermes-repo db upgrade`` runs, on the store's own engine: a
+    ``pre-upgrade`` snapshot (or a raw backup of a file failing ``integrity_check``)
+    first, then the migrations in one transaction. An empty file is built at head
+    with no snapshot (there is nothing to protect)."""
+
+    def unverified(why: str) -> None:
+        log.warning("no pre-upgrade snapshot of %s: %s", database.path, why)
+
+    def protected(point: RestorePoint) -> None:
+        if point.snapshot is not None:
+            log.info(
+                "upgrading %s: snapshot %s (label pre-upgrade, revision %s) taken first",
+                database.path,
+                point.snapshot.id,
+                point.snapshot.revision,
+            )
+        else:
+            log.warning("upgrading %s: backup %s taken first", database.path, point.backup)
+
+    upgrade_file(database.engine, database.path, unverified=unverified, protected=protected)
 
 
 def _must_migrate(database: Database, schema: migrate.SchemaStatus, *, upgrade: bool) -> bool:

@@ -13,25 +13,23 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 from sqlalchemy import Engine
 from sqlalchemy.engine import Connection
 
-from . import arguments, opening, quarantine, walcheck
-from . import engine as engine_mod
+from . import arguments, opening, quarantine
 from .backend import Backend
 from .database import Database
-from .engine import Driver, DriverName, create_store_engine, db_path_for_home
-from .engine_pg import PgTarget, resolve_url
+from .engine import Driver, DriverName, db_path_for_home
+from .engine_pg import resolve_url
 from .errors import (
     ConfigurationError,
     ImportSourceError,
-    StateDbCorruptError,
 )
 from .health import StoreHealth, journal_notes, store_health
 from .holders import HolderLock
 from .ids import check_session_id
+from .maintenance.fts_rebuild import RebuildOutcome
 from .provenance import StoreIdentity, database_target, ensure_identity
 from .repositories import SearchHit
 from .repositories.search_paging import SearchPage, check_limit, page_through
 from .retry import RetryPolicy, run_with_retry
-from .schema.fts_rebuild import RebuildOutcome
 from .transcript.reconcile import reconcile_session
 from .transcript.replay import ReplayReport, replay_pending
 from .transcript.writer import TranscriptWriter
@@ -139,7 +137,10 @@ class StateStore:
 
         A missing or empty ``state.db`` is built by the migrations. An existing store
         behind the code raises :class:`SchemaMismatchError` naming ``hermes-repo db
-        upgrade``, unless ``upgrade=True``. A store *ahead* of the code is always refused.
+        upgrade``, unless ``upgrade=True``, which runs that same upgrade: on a file, a
+        ``pre-upgrade`` snapshot first (see :func:`hermes_repo.maintenance.upgrade.upgrade`),
+        then the migrations in one transaction. A store *ahead* of the code is always
+        refused.
 
         ``write_budget_s`` is how long a write waits for a locked or read-only database
         before it fails (default 20 s; transcript flushes default to 60 s). With
@@ -159,82 +160,21 @@ class StateStore:
         arguments.optional_text("url", url)
         db_path = db_path_for_home(home)
         _check_home(db_path.parent)  # a server's store keeps its spool there too
-        target = resolve_url(url)
-        if target is not None:
-            return cls._open_server(home, target, upgrade, write_budget_s, recover)
-        info = quarantine.quarantine_info(db_path)
-        if info is not None:
-            raise StateDbCorruptError(info.message())
-        walcheck.preserve_damaged_wal(db_path)  # before SQLite can discard its frames
-        drv = engine_mod.select_driver(driver)
-        holder = HolderLock(db_path)
-        engine = create_store_engine(db_path, driver=drv, journal_switch=holder.alone)
-        guard = quarantine.install(engine, db_path, drv)
-        # Built first: its engine event quarantines a damaged file met by the open too.
-        database = Database(db_path.parent, engine, drv, guard, write_budget_s=write_budget_s)
-        policy = database.write_policy
-        try:
-            # Registered as a holder before the first read: an exclusive operation
-            # (restore, repair) that starts now must see us. The rebuild below upgrades
-            # this registration and succeeds only if no other process holds the store.
-            # An exclusive operation may run for long (a repair rebuilds the index): the
-            # wait for it is bounded by the same budget as a write.
-            opening.register_holder(holder, db_path, policy.budget_s)
-            # Another process may hold the write lock right now (a rollback journal
-            # blocks readers too): the schema check and the read of the FTS marker
-            # after it are replayed whole, like any unit, within the budget.
-            stale = run_with_retry(lambda: opening.prepare(database, upgrade=upgrade), policy)
-            outcome = (
-                RebuildOutcome(ran=False, ok=True, reason="FTS is live; nothing to rebuild")
-                if not stale
-                else opening.rebuild_at_open(engine, db_path, holder)
-            )
-            if not outcome.ok:
-                log.warning("full-text index is detached: %s", outcome.reason)
-            if not drv.has_wal_reset_fix:
-                mode = run_with_retry(lambda: opening.file_journal_mode(database), policy)
-                if mode == "wal":  # the risky case; a rollback journal is the design
-                    for note in journal_notes(drv, mode):
-                        log.warning("%s", note)
-        except BaseException:
-            holder.release()
-            engine.dispose()
-            raise
-        store = cls(
-            db_path.parent,
-            engine,
-            drv,
-            holder,
-            guard,
-            rebuild=outcome if outcome.ran else None,
+        opened = opening.open_store(
+            db_path,
+            resolve_url(url),
+            driver=driver,
+            upgrade=upgrade,
             write_budget_s=write_budget_s,
-            database=database,
         )
-        store._identify_at_open()
-        if recover:
-            store._recover_at_open()
-        return store
-
-    @classmethod
-    def _open_server(
-        cls,
-        home: str | os.PathLike[str] | None,
-        target: PgTarget,
-        upgrade: bool,
-        write_budget_s: float | None,
-        recover: bool,
-    ) -> StateStore:
-        db_path = db_path_for_home(home)
-        database = opening.open_server(
-            db_path.parent, target, upgrade=upgrade, write_budget_s=write_budget_s
-        )
-        # No holder lock file on a server: a registration that is never taken.
+        database = opened.database
         store = cls(
             database.home,
             database.engine,
             database.driver,
-            HolderLock(db_path),
+            opened.holder,
             database.guard,
+            rebuild=opened.rebuild,
             write_budget_s=write_budget_s,
             database=database,
         )

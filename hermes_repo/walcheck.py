@@ -40,9 +40,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .engine import check_journal_files
-from .errors import HermesRepoError, StoreFileReplacedError
+from .errors import StoreFileReplacedError, WalSaveError
 from .holders import lock_pids
-from .schema.files import free_bytes, fsync_dir, side_file
+from .schema.files import free_bytes, fsync_dir, recovered_path, side_file
 
 __all__ = [
     "ORPHAN_MARK",
@@ -73,24 +73,6 @@ ORPHAN_MARK = ".orphaned-wal-"
 _HEADER = 32
 _FRAME_HEADER = 24
 _MIN_PAGE = 512
-
-
-def recovered_path(db_path: Path) -> Path:
-    """Where a salvage of ``db_path`` goes: ``<home>/recovered-<UTC stamp>/state.db``.
-
-    The stamp is the damaged file's modification time, so every hint about the same
-    incident (doctor, repair, this module) names the same folder, and the next
-    incident, on the file ``db replace`` installed, gets a new one: the folder of a
-    salvage already installed is never offered again.
-    """
-    try:
-        when = os.lstat(db_path).st_mtime_ns
-    except OSError:
-        when = time.time_ns()
-    seconds, rest = divmod(when, 1_000_000_000)
-    # Microseconds: two incidents within one second (a test, a crash loop) still differ.
-    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(seconds)) + f".{rest // 1000:06d}Z"
-    return db_path.parent / f"recovered-{stamp}" / db_path.name
 
 
 # Saved sets of this process, by store: health() reports them.
@@ -188,10 +170,6 @@ def _copy(src: Path, dest: Path) -> None:
         dest.unlink(missing_ok=True)
         raise
     os.close(fd)
-
-
-class WalSaveError(HermesRepoError):
-    """A ``-wal`` with a damaged header could not be saved; the store was not opened."""
 
 
 def preserve_damaged_wal(db_path: Path) -> DamagedWal | None:

@@ -41,7 +41,7 @@ KEEP = click.IntRange(min=1, max=MAX_KEEP)
 # `--help`) loads no library module; tests/cli/test_cli_startup.py checks each against
 # the library's own.
 DEFAULT_KEEP = 5
-"""``snapshot create --keep``: :data:`hermes_repo.ops.snapshots.DEFAULT_KEEP`."""
+"""``snapshot create --keep``: :data:`hermes_repo.maintenance.snapshots.DEFAULT_KEEP`."""
 COPY_BATCH_SIZE = 1000
 """``db copy --batch-size``: :data:`hermes_repo.transfer.copy.DEFAULT_BATCH_SIZE`."""
 MAX_COPY_BATCH_SIZE = 100_000

@@ -1,8 +1,9 @@
 """``hermes-repo db``: schema migrations (upgrade, current revision, drift check).
 
-The work is :mod:`hermes_repo.ops.upgrade` (which builds its own engine instead of
+The work is :func:`hermes_repo.maintenance.upgrade.upgrade`, the upgrade
+``StateStore.open(upgrade=True)`` runs too (here on an engine of its own instead of
 :meth:`StateStore.open`: the store refuses to open a file behind head, and that is
-exactly the file ``db upgrade`` exists to fix) and :mod:`hermes_repo.ops.replace`.
+exactly the file ``db upgrade`` exists to fix), and :mod:`hermes_repo.ops.replace`.
 """
 
 from __future__ import annotations
@@ -21,9 +22,7 @@ from ._options import json_option
 from ._output import CliError, echo, echo_json, stderr_console
 
 if TYPE_CHECKING:
-    from sqlalchemy import Engine
-
-    from ..ops.upgrade import SchemaRevision
+    from ..maintenance.upgrade import RestorePoint
     from ..store import StateStore
     from ..transfer.copy_target import CopyTarget
     from ._state import CliState
@@ -72,9 +71,8 @@ def upgrade(state: CliState) -> None:
     Example:
       hermes-repo --home ~/.hermes/hermes-repo db upgrade
     """
+    from ..maintenance.upgrade import schema_engine, upgrade
     from ..ops.server_schema import upgrade_server
-    from ..ops.upgrade import read_revision, refuse_unless_ours, schema_engine
-    from ..schema import migrate
 
     server = state.server
     if server is not None:
@@ -86,25 +84,22 @@ def upgrade(state: CliState) -> None:
         return
     path = state.db_path
     with schema_engine(path) as engine:
-        rev = read_revision(engine, path)
-        refuse_unless_ours(rev)
-        if rev.status == "at-head":
-            # Nothing will change: a snapshot here would only push older automatic
-            # snapshots out of their retention.
-            echo(f"{path} is already at head {rev.head}; nothing to migrate")
-            return
-        if rev.status != "empty":
-            _restore_point(engine, path, rev)
-        migrate.upgrade(engine)
-        after = read_revision(engine, path)
-    echo(f"upgraded {path}: {rev.revision or 'empty'} -> {after.revision}")
+        # The library's upgrade (the one StateStore.open(upgrade=True) runs): the restore
+        # point is printed as soon as it exists, before the migrations run.
+        done = upgrade(
+            engine,
+            path,
+            unverified=lambda why: echo(f"no snapshot: {why}"),
+            protected=lambda point: _say_restore_point(path, point),
+        )
+    if not done.migrated:
+        echo(f"{path} is already at head {done.before.head}; nothing to migrate")
+        return
+    echo(f"upgraded {path}: {done.before.revision or 'empty'} -> {done.after.revision}")
 
 
-def _restore_point(engine: Engine, path: Path, rev: SchemaRevision) -> None:
-    """Take the restore point before a migration and say what and where it is."""
-    from ..ops.upgrade import restore_point
-
-    point = restore_point(engine, path, unverified=lambda why: echo(f"no snapshot: {why}"))
+def _say_restore_point(path: Path, point: RestorePoint) -> None:
+    """Say what the restore point taken before a migration is, and how to undo."""
     snap = point.snapshot
     if snap is None:
         echo(f"backup: {point.backup}")
@@ -112,12 +107,9 @@ def _restore_point(engine: Engine, path: Path, rev: SchemaRevision) -> None:
     restore = f"hermes-repo --home {shlex.quote(str(path.parent))} snapshot restore {snap.id}"
     # Restore accepts only a snapshot at the running code's head: one taken behind head
     # is restored by the hermes_repo version that wrote it.
-    by = (
-        "" if rev.status == "at-head" else f", run by the hermes_repo whose head is {snap.revision}"
-    )
     echo(
         f"snapshot: {snap.id} (label pre-upgrade, revision {snap.revision}); undo with "
-        f"`{restore}`{by}"
+        f"`{restore}`, run by the hermes_repo whose head is {snap.revision}"
     )
 
 
@@ -134,8 +126,8 @@ def current(state: CliState, as_json: bool) -> None:
     Example:
       hermes-repo db current --json
     """
+    from ..maintenance.upgrade import describe_revision
     from ..ops.server_schema import server_revision
-    from ..ops.upgrade import describe_revision
     from ..provenance import peek_file_identity
 
     server = state.server
@@ -175,8 +167,8 @@ def check(state: CliState) -> None:
     Example:
       hermes-repo db check || hermes-repo db upgrade
     """
+    from ..maintenance.upgrade import check_schema
     from ..ops.server_schema import check_server
-    from ..ops.upgrade import check_schema
 
     server = state.server
     if server is not None:

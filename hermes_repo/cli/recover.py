@@ -118,7 +118,7 @@ def recover_command(
       hermes-repo sessions recover --source ~/.hermes/state.db --inspect-only
       hermes-repo sessions recover --source ~/.hermes/state.db --output ~/recovered/state.db
     """
-    from ..ops.sqlite_only import refuse_on_server
+    from ..maintenance.sqlite_only import refuse_on_server
     from ..salvage import inspect, salvage
 
     # A damaged file is salvaged into a file: with a PostgreSQL store chosen, that is

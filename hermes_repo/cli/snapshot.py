@@ -1,6 +1,6 @@
 """``hermes-repo snapshot``: verified copies of the store in ``<home>/state-snapshots/``.
 
-The work is done by :mod:`hermes_repo.ops.snapshots`; these commands never open the
+The work is done by :mod:`hermes_repo.maintenance.snapshots`; these commands never open the
 store as a holder (a restore must be able to take it over), so they use the CLI state
 only for ``--home``.
 """
@@ -87,7 +87,7 @@ def create(state: CliState, label: str | None, keep: int, as_json: bool) -> None
     Example:
       hermes-repo snapshot create --label nightly --keep 7
     """
-    from ..ops import snapshots as ops
+    from ..maintenance import snapshots as ops
 
     if label is not None:
         try:
@@ -122,8 +122,8 @@ def list_command(state: CliState, as_json: bool) -> None:
     Example:
       hermes-repo snapshot list --json
     """
-    from ..ops import snapshots as ops
-    from ..ops.sqlite_only import refuse_on_server
+    from ..maintenance import snapshots as ops
+    from ..maintenance.sqlite_only import refuse_on_server
     from ..schema import migrate
 
     refuse_on_server("snapshot list", "snapshot", state.url)
@@ -170,7 +170,7 @@ def restore(state: CliState, snapshot_id: str, yes: bool, as_json: bool) -> None
     Example:
       hermes-repo snapshot restore 20260101T093000Z-3fa9c1 --yes
     """
-    from ..ops import snapshots as ops
+    from ..maintenance import snapshots as ops
 
     home = state.db_path.parent
     if not yes:

@@ -38,13 +38,13 @@ from sqlalchemy.exc import DBAPIError
 
 from ..engine import DriverName, db_path_for_home, select_driver
 from ..engine_pg import SQLITE_FILE
-from ..errors import HermesRepoError, describe
+from ..errors import HermesRepoError, ReplaceError, describe
 from ..holders import HolderLock, StoreHeldError, lock_pids, pid_alive
+from ..maintenance.sqlite_only import refuse_on_server
 from ..schema import migrate
 from ..schema.backup import backup_to, read_only_engine
 from ..schema.files import SIDE_SUFFIXES, fsync_dir, fsync_file, side_file, side_files
 from ..store import StateStore
-from .sqlite_only import refuse_on_server
 
 __all__ = ["REPLACE_COMMAND", "SIDE_SUFFIXES", "ReplaceError", "ReplaceResult", "replace_store"]
 
@@ -53,10 +53,6 @@ REPLACE_COMMAND = "hermes-repo db replace"
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _STAGE_PREFIX = ".state.db.replace-"
-
-
-class ReplaceError(HermesRepoError):
-    """The new file was not installed; the message says why and what to do."""
 
 
 @dataclass

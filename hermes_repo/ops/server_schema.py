@@ -1,6 +1,6 @@
 """Schema commands (``db upgrade``, ``db current``, ``db check``) on a PostgreSQL store.
 
-The SQLite versions (:mod:`hermes_repo.ops.upgrade`) take a snapshot of the file first;
+The SQLite versions (:mod:`hermes_repo.maintenance.upgrade`) take a snapshot of the file first;
 a server's backups are its own (``pg_dump``), and every revision runs in one transaction
 (PostgreSQL's DDL is transactional), so a failing upgrade leaves the database as it was.
 """

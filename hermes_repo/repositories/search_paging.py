@@ -19,7 +19,7 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..errors import SearchQueryError
+from ..errors import SearchCursorError, SearchLimitError
 from .search import SearchHit, parse_query
 
 __all__ = [
@@ -40,15 +40,6 @@ MAX_SEARCH_LIMIT = 1000
 FIRST_PAGE_BEFORE = 2**63 - 1
 
 _VERSION = "s1"
-
-
-class SearchLimitError(SearchQueryError, ValueError):
-    """A search asked for more hits than :data:`MAX_SEARCH_LIMIT` in one call."""
-
-
-class SearchCursorError(SearchQueryError, ValueError):
-    """A page cursor that is not one returned by this search (other query or filters,
-    edited, or truncated)."""
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self
 
-from ..errors import HermesRepoError
+from ..errors import PageError
 
 __all__ = [
     "HEADER_MAGIC",
@@ -67,14 +67,6 @@ _ENCODINGS = {1: "utf-8", 2: "utf-16-le", 3: "utf-16-be"}
 _U32 = struct.Struct(">I")
 _U16 = struct.Struct(">H")
 _F64 = struct.Struct(">d")
-
-
-class PageError(HermesRepoError):
-    """A page, cell or record could not be decoded (damaged bytes).
-
-    Raised and caught inside the salvage; a caller of the scanner sees it only when it
-    decodes pages itself.
-    """
 
 
 def read_varint(buf: bytes, pos: int) -> tuple[int, int]:

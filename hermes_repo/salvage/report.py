@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import HermesRepoError
+from ..errors import SalvageError
 from .pagescan import ScanStats, WalInfo
 
 __all__ = [
@@ -30,10 +30,6 @@ __all__ = [
 MIN_ROWID, MAX_ROWID = -(1 << 63), (1 << 63) - 1
 #: How many examples (missing ids, refused rows) a report lists at most.
 SAMPLE = 20
-
-
-class SalvageError(HermesRepoError):
-    """The salvage could not run as asked (bad paths, no room, output exists...)."""
 
 
 #: The name this error had when the salvage lived in ``ops.recover``; callers catch it.

@@ -7,8 +7,8 @@ One home for what used to be restated module by module:
 - :mod:`.files`: the side files SQLite keeps beside ``state.db``, read-only opens,
   ``fsync`` of files and folders, free space;
 - :mod:`.sidefiles`: the store's own side files (0600, ``O_NOFOLLOW``, flock on the fd);
-- :mod:`.fts`: the full-text indexes' DDL as data, detach and rebuild;
-- :mod:`.fts_rebuild`: the guarded rebuild of a detached index;
+- :mod:`.fts`: the full-text indexes' DDL as data, detach and rebuild statements
+  (the guarded rebuild of a live store is :mod:`hermes_repo.maintenance.fts_rebuild`);
 - :mod:`.migrate`: the Alembic runner and the schema status of a file;
 - :mod:`.backup`: raw backups beside the store.
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from sqlalchemy import Engine
 
 from ..engine import Driver, create_store_engine, engine_driver
-from ..errors import HermesRepoError
+from ..errors import BackupSpaceError
 
 __all__ = [
     "BACKUP_KEEP",
@@ -27,10 +27,6 @@ __all__ = [
 #: kept, older ones go beyond this count or beyond :data:`BACKUP_MAX_BYTES` in total.
 BACKUP_KEEP = 3
 BACKUP_MAX_BYTES = 2 * 2**30
-
-
-class BackupSpaceError(HermesRepoError):
-    """Not enough free space beside the store for a backup; nothing was written."""
 
 
 def read_only_engine(db_path: Path, driver: Driver) -> Engine:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ __all__ = [
     "fsync_file",
     "read_only_connect",
     "read_only_uri",
+    "recovered_path",
     "side_file",
     "side_files",
     "store_bytes",
@@ -74,3 +76,21 @@ def fsync_dir(folder: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def recovered_path(db_path: Path) -> Path:
+    """Where a salvage of ``db_path`` goes: ``<home>/recovered-<UTC stamp>/state.db``.
+
+    The stamp is the damaged file's modification time, so every hint about the same
+    incident (doctor, repair, this module) names the same folder, and the next
+    incident, on the file ``db replace`` installed, gets a new one: the folder of a
+    salvage already installed is never offered again.
+    """
+    try:
+        when = os.lstat(db_path).st_mtime_ns
+    except OSError:
+        when = time.time_ns()
+    seconds, rest = divmod(when, 1_000_000_000)
+    # Microseconds: two incidents within one second (a test, a crash loop) still differ.
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(seconds)) + f".{rest // 1000:06d}Z"
+    return db_path.parent / f"recovered-{stamp}" / db_path.name

@@ -22,7 +22,7 @@ from sqlalchemy.engine import Connection
 from ..engine import WRITE_OPTION
 from ..errors import ConfigurationError
 from ..models import Base
-from ..walcheck import recovered_path
+from .files import recovered_path
 
 if TYPE_CHECKING:
     from alembic.config import Config

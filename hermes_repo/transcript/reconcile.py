@@ -67,7 +67,7 @@ from sqlalchemy.exc import DBAPIError
 
 from ..backend import POSTGRESQL, SQLITE
 from ..codec import MESSAGE_COLUMNS, content_columns, dumps, encode_text, new_uid, row_to_message
-from ..errors import HermesRepoError, describe
+from ..errors import ReconcileConflict, describe
 from ..models import messages_table, sessions_table
 from .repair import (
     RULE_UNMERGEABLE_ASSISTANT,
@@ -115,10 +115,6 @@ _sessions = sessions_table
 _columns = [_messages.c[name] for name in MESSAGE_COLUMNS]
 _ID: Final = MESSAGE_COLUMNS.index("id")
 _TURNS: Final = ("user", "assistant")
-
-
-class ReconcileConflict(HermesRepoError):
-    """The rows changed under a write that held the write lock: nothing was written."""
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.engine import Connection, make_url
 
-from ..errors import ConfigurationError, IntegrityViolation
+from ..errors import ConfigurationError, CopyVerificationError, IntegrityViolation
 from ..models import messages_table, sessions_table, state_meta_table
 from ..repositories.meta import MetaRepository
 from ..schema.copy_mark import COPIED_FROM_KEY, COPY_MARK_KEY, STORE_ID_KEY, CopyMark
@@ -106,10 +106,6 @@ _RESUME = (
     "stop every process writing to the source, then run the copy again: it resumes and "
     "writes only what is missing or different"
 )
-
-
-class CopyVerificationError(CopyError):
-    """After a copy the two stores' counts or checksums differ."""
 
 
 @dataclass

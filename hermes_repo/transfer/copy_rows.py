@@ -41,7 +41,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection
 
 from ..codec import loads
-from ..errors import HermesRepoError
+from ..errors import CopyConflictError, CopyError
 from ..models import messages_table, sessions_table, state_meta_table
 from ..schema.copy_mark import COPIED_FROM_KEY, COPY_MARK_KEY, STORE_ID_KEY
 from ..schema.fts import STALE_KEY
@@ -97,14 +97,6 @@ _CLEAN = (
     "copy into an empty store (a new folder, or a new PostgreSQL database), or remove "
     "the target's rows if they are not wanted"
 )
-
-
-class CopyError(HermesRepoError):
-    """A store copy could not be completed; the message names the cause and the fix."""
-
-
-class CopyConflictError(CopyError):
-    """The target holds rows of another store under the ids being copied."""
 
 
 class CopyEndpoint(Protocol):

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ..codec import MAX_DEPTH, check_timestamp, escape_surrogates, message_to_row, short_repr
-from ..errors import HermesRepoError, ImportSourceError
+from ..errors import HermesRepoError, ImportSourceError, JsonlImportError
 from ..ids import validate_session_id
 
 if TYPE_CHECKING:
@@ -247,22 +247,6 @@ def _write_block(uow: UnitOfWork, block: _Block) -> tuple[bool, int, int]:
 #: Called before each line is read: bytes read so far (this line included), the file's
 #: size, and the report so far (sessions committed, messages added).
 ImportProgress = Callable[[int, int, ImportReport], None]
-
-
-class JsonlImportError(HermesRepoError):
-    """A line of a JSON Lines import could not be imported; the import stopped there.
-
-    The message is ``FILE:LINE: <cause>; <fix>``. The sessions before the line stay
-    imported (``report`` counts them) and the session the line belongs to was not
-    imported at all, so running the same import again after fixing the line finishes it.
-    """
-
-    def __init__(self, path: str, line: int, cause: str, fix: str, report: ImportReport) -> None:
-        self.path = path
-        self.line = line
-        self.cause = cause
-        self.report = report
-        super().__init__(f"{path}:{line}: {cause}; {fix}")
 
 
 def _unreadable(exc: OSError) -> ImportSourceError:

@@ -21,7 +21,7 @@ from ..transcript.spool import PENDING_SUFFIX, REJECTED_SUFFIX, SESSIONS_DIR
 
 __all__ = ["refuse_store_targets", "store_file_problem"]
 
-# The folder a store keeps its snapshots in (hermes_repo.ops.snapshots.SNAPSHOT_DIR):
+# The folder a store keeps its snapshots in (hermes_repo.maintenance.snapshots.SNAPSHOT_DIR):
 # named here, not imported, because the operator tasks build on this package; a test
 # of the export pins the two together.
 _SNAPSHOT_DIR = "state-snapshots"

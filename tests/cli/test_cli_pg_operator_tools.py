@@ -17,9 +17,9 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from hermes_repo import NotOnThisBackendError, StateStore
+from hermes_repo.maintenance.snapshots import create_snapshot, restore_snapshot
 from hermes_repo.ops.repair import repair_store
 from hermes_repo.ops.replace import replace_store
-from hermes_repo.ops.snapshots import create_snapshot, restore_snapshot
 from tests.cli.conftest import Cli
 from tests.support.pg import PgServer
 

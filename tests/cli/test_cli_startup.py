@@ -162,7 +162,7 @@ def test_the_lazy_tables_name_every_command() -> None:
 
 def test_defaults_restated_for_parsing_are_the_librarys() -> None:
     from hermes_repo.cli import _numbers, transfer
-    from hermes_repo.ops import snapshots
+    from hermes_repo.maintenance import snapshots
     from hermes_repo.repositories import search_paging
     from hermes_repo.transfer import EXPORT_FORMATS
     from hermes_repo.transfer import copy as copy_mod

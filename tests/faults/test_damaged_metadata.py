@@ -16,8 +16,8 @@ import pytest
 from hermes_repo import SchemaMismatchError, StateStore
 from hermes_repo.engine import select_driver
 from hermes_repo.errors import HermesRepoError
+from hermes_repo.maintenance.snapshots import list_snapshots
 from hermes_repo.ops.doctor import diagnose
-from hermes_repo.ops.snapshots import list_snapshots
 from tests.cli.conftest import run_cli_from_root
 from tests.support.stores import fill_session
 

@@ -36,13 +36,13 @@ from hermes_repo import StateStore, WriteFailedError
 from hermes_repo.engine import create_store_engine
 from hermes_repo.errors import ErrorKind
 from hermes_repo.holders import HolderLock
-from hermes_repo.schema import fts
-from hermes_repo.schema.fts_rebuild import (
+from hermes_repo.maintenance.fts_rebuild import (
     BACKUP_LABEL,
     MAX_AUTOMATIC_ATTEMPTS,
     REPAIR_COMMAND,
     guarded_rebuild,
 )
+from hermes_repo.schema import fts
 from hermes_repo.uow import UnitOfWork
 from tests.support import damage
 from tests.support.faultinject import FaultInjector, endswith, path_is

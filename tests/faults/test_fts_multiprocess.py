@@ -23,8 +23,8 @@ import pytest
 from hermes_repo import StateStore
 from hermes_repo.engine import create_store_engine
 from hermes_repo.holders import HolderLock
+from hermes_repo.maintenance.fts_rebuild import REPAIR_COMMAND, guarded_rebuild
 from hermes_repo.ops.doctor import diagnose
-from hermes_repo.schema.fts_rebuild import REPAIR_COMMAND, guarded_rebuild
 from tests.support import damage
 from tests.support.fts_checks import (
     MODULE,

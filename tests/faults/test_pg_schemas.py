@@ -22,7 +22,7 @@ from sqlalchemy.pool import NullPool
 
 from hermes_repo import ConfigurationError, StateStore
 from hermes_repo.engine_pg import create_pg_engine, resolve_url
-from hermes_repo.ops.sqlite_only import libpq_url
+from hermes_repo.maintenance.sqlite_only import libpq_url
 from hermes_repo.schema import migrate
 from hermes_repo.schema.server import check_database
 from tests.support.pg import REQUIRE_ENV, PgServer, RawPg

@@ -29,6 +29,8 @@ import pytest
 from hermes_repo import StateStore
 from hermes_repo.engine import create_store_engine
 from hermes_repo.holders import HolderLock, holders_path
+from hermes_repo.maintenance.fts_rebuild import BACKUP_LABEL as REBUILD_BACKUP_LABEL
+from hermes_repo.maintenance.snapshots import list_snapshots
 from hermes_repo.ops.repair import (
     BACKUP_LABEL,
     RepairReport,
@@ -36,9 +38,7 @@ from hermes_repo.ops.repair import (
     repair_store,
     verify,
 )
-from hermes_repo.ops.snapshots import list_snapshots
 from hermes_repo.schema import fts
-from hermes_repo.schema.fts_rebuild import BACKUP_LABEL as REBUILD_BACKUP_LABEL
 from tests.cli.conftest import run_cli_from_root
 from tests.support import damage
 from tests.support.faultinject import FaultInjector, endswith

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from hermes_repo.engine import select_driver
-from hermes_repo.ops.repair import repair_store
-from hermes_repo.ops.snapshots import (
+from hermes_repo.maintenance.snapshots import (
     AUTO_KEEP,
     create_snapshot,
     list_snapshots,
     snapshot_before,
 )
+from hermes_repo.ops.repair import repair_store
 from hermes_repo.schema.backup import (
     BACKUP_KEEP,
     BackupSpaceError,

@@ -10,6 +10,7 @@ from typing import TypeVar
 import pytest
 
 from hermes_repo import StateStore, WriteFailedError
+from hermes_repo.maintenance.snapshots import create_snapshot
 from hermes_repo.ops.doctor import (
     DoctorReport,
     HeaderFacts,
@@ -20,7 +21,6 @@ from hermes_repo.ops.doctor import (
     SpoolFacts,
     diagnose,
 )
-from hermes_repo.ops.snapshots import create_snapshot
 from hermes_repo.transcript import spool
 from tests.support import damage
 from tests.support.fts_checks import MODULE, SEED_SESSION

@@ -11,6 +11,7 @@ import pytest
 
 from hermes_repo import StateStore
 from hermes_repo.engine import select_driver
+from hermes_repo.maintenance.fts_rebuild import REPAIR_COMMAND
 from hermes_repo.ops.doctor import (
     CheckResult,
     DoctorContext,
@@ -20,7 +21,6 @@ from hermes_repo.ops.doctor import (
 )
 from hermes_repo.ops.repair import repair_store
 from hermes_repo.schema import fts, migrate
-from hermes_repo.schema.fts_rebuild import REPAIR_COMMAND
 from tests.support import damage
 from tests.support.fts_checks import (
     MODULE,
@@ -110,7 +110,7 @@ def test_automatic_rebuild_that_gave_up_is_named_in_the_finding(seeded_home: Pat
     damage.fts_delete_averages(seeded_home / "state.db", module=MODULE)
     with StateStore.open(seeded_home) as store:
         store.append_message(SEED_SESSION, {"role": "user", "content": "after"})
-        # The ledger a failed rebuild leaves (see ops.fts_rebuild).
+        # The ledger a failed rebuild leaves (see maintenance.fts_rebuild).
         since = json.loads(read_state(seeded_home / "state.db").marker or "{}")["since"]
         ledger = {"since": since, "attempts": 3, "last_error": "database or disk is full"}
         (seeded_home / "state.db.fts-rebuild.json").write_text(json.dumps(ledger))

@@ -11,7 +11,8 @@ import pytest
 from sqlalchemy import text
 
 from hermes_repo import SchemaMismatchError, StateStore, UnsafePathError
-from hermes_repo.engine import select_driver
+from hermes_repo.engine import create_store_engine, select_driver
+from hermes_repo.maintenance.snapshots import list_snapshots
 from hermes_repo.schema import migrate
 
 
@@ -118,6 +119,47 @@ def test_store_behind_head_is_refused_with_the_upgrade_command(
         StateStore.open(home)
     with StateStore.open(home, upgrade=True) as store:
         assert store.health().revision == "0002_next"
+
+
+def _store_at_first_revision(home: Path, messages: int) -> None:
+    with StateStore.open(home) as store:
+        sid = _session(store)
+        for i in range(messages):
+            store.append_message(sid, {"role": "user", "content": f"message {i}"})
+    engine = create_store_engine(home / "state.db")
+    try:
+        migrate.downgrade(engine, "0001_initial")
+    finally:
+        engine.dispose()
+
+
+def test_open_with_upgrade_snapshots_a_store_behind_head_before_migrating(home: Path) -> None:
+    # The library's upgrade is the CLI's: a verified copy of the store as it was, first.
+    _store_at_first_revision(home, messages=7)
+    with StateStore.open(home, upgrade=True) as store:
+        assert store.health().revision == migrate.head_revision()
+        assert store.load_conversation(_only_session(store)).messages[-1]["content"] == (
+            "message 6"
+        )
+    [snap] = list_snapshots(home)
+    assert snap.ok and snap.label == "pre-upgrade" and snap.origin == "automatic"
+    assert snap.revision == "0001_initial"  # the store before the migrations ran
+    assert snap.counts["messages"] == 7
+    assert not list(home.glob("*.bak"))  # a verified snapshot, so no raw backup
+
+
+def test_opens_that_migrate_nothing_take_no_snapshot(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    with StateStore.open(home, upgrade=True) as store:  # a new file: built at head
+        _session(store)
+    with StateStore.open(home, upgrade=True):  # at head: nothing to protect
+        pass
+    assert list_snapshots(home) == []
+
+
+def _only_session(store: StateStore) -> str:
+    [info] = store.list_sessions()
+    return info.id
 
 
 def test_store_ahead_of_the_code_is_always_refused(home: Path) -> None:

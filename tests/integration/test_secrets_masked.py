@@ -17,9 +17,9 @@ import pytest
 
 from hermes_repo import HermesRepoError, StateStore
 from hermes_repo.engine_pg import redact, resolve_url, safe_url, split_secrets
+from hermes_repo.maintenance.sqlite_only import libpq_url
 from hermes_repo.ops.doctor import diagnose_server
 from hermes_repo.ops.server_schema import check_server, server_revision
-from hermes_repo.ops.sqlite_only import libpq_url
 from hermes_repo.transfer.copy import copy_store, describe_endpoint
 from hermes_repo.transfer.copy_target import parse_copy_target
 from tests.support.pg import PgServer

@@ -28,8 +28,8 @@ import pytest
 from hermes_repo import SchemaMismatchError, StateDbCorruptError, StateStore, UnsafePathError
 from hermes_repo.engine import select_driver
 from hermes_repo.holders import StoreHeldError
-from hermes_repo.ops import snapshots as snaps
-from hermes_repo.ops.snapshots import (
+from hermes_repo.maintenance import snapshots as snaps
+from hermes_repo.maintenance.snapshots import (
     Snapshot,
     SnapshotBusyError,
     SnapshotNotFoundError,
@@ -42,7 +42,7 @@ from hermes_repo.ops.snapshots import (
     restore_snapshot,
     snapshot_before,
 )
-from hermes_repo.ops.snapshots import folder as snapshot_folder
+from hermes_repo.maintenance.snapshots import folder as snapshot_folder
 from hermes_repo.schema import migrate
 from tests.support.damage import checkpoint_and_close, damage_first_leaf, write_notadb_header
 

@@ -22,7 +22,7 @@ from hermes_repo import (
     StateStore,
     UnsafePathError,
 )
-from hermes_repo.ops.snapshots import SNAPSHOT_DIR
+from hermes_repo.maintenance.snapshots import SNAPSHOT_DIR
 from hermes_repo.transfer import (
     export_session,
     import_jsonl,

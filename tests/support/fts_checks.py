@@ -23,10 +23,10 @@ from typing import Any
 
 from hermes_repo import StateStore
 from hermes_repo.engine import select_driver
+from hermes_repo.maintenance.fts_rebuild import MAX_AUTOMATIC_ATTEMPTS
 from hermes_repo.repositories.search import CANDIDATE_CAP, fts_phrase, like_pattern
 from hermes_repo.schema import fts
 from hermes_repo.schema.fts import INDEXES, FtsIndex, text_projection
-from hermes_repo.schema.fts_rebuild import MAX_AUTOMATIC_ATTEMPTS
 from tests.support import damage
 
 __all__ = [

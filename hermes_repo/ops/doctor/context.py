@@ -18,7 +18,7 @@ from typing import Any, Literal, Protocol
 from ... import walcheck
 from ...codec.text import NOT_UTF8, lenient_text, not_utf8
 from ...engine import DB_NAME, Driver, check_journal_files
-from ...errors import HermesRepoError, StoreFileReplacedError, UnsafePathError
+from ...errors import DoctorReadError, JournalFileError, StoreFileReplacedError, UnsafePathError
 from ...schema.files import read_only_uri
 from ...schema.tables import COUNT_SQL
 
@@ -80,22 +80,6 @@ class CheckResult:
     key: str
     section: Section | None
     findings: list[Finding] = field(default_factory=list)
-
-
-class DoctorReadError(HermesRepoError):
-    """The store could not be read for a check (the message carries SQLite's error).
-
-    :func:`~hermes_repo.ops.doctor.diagnose` never lets it out: it becomes the
-    ``<check>-unreadable`` finding, whose fix is the salvage's first step. Only a check
-    called on its own raises it.
-    """
-
-
-class JournalFileError(DoctorReadError):
-    """A symlink or non-regular file sits at ``-wal``/``-shm``/``-journal``.
-
-    :func:`check_journal` reports it; the checks that would read through SQLite skip.
-    """
 
 
 class DoctorContext:

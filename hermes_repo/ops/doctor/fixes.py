@@ -6,7 +6,7 @@ import shlex
 from pathlib import Path
 
 from ... import walcheck
-from ..snapshots import list_snapshots
+from ...maintenance.snapshots import list_snapshots
 from .context import STOP_FIRST, DoctorContext
 
 __all__ = ["damaged_file_fix", "recover_commands", "recovered_path", "replace_command"]

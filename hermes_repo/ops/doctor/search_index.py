@@ -14,9 +14,9 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ...maintenance.fts_rebuild import BACKUP_LABEL, MAX_AUTOMATIC_ATTEMPTS, REPAIR_COMMAND
 from ...schema import fts
 from ...schema.files import side_file
-from ...schema.fts_rebuild import BACKUP_LABEL, MAX_AUTOMATIC_ATTEMPTS, REPAIR_COMMAND
 from .context import (
     STOP_FIRST,
     CheckResult,

@@ -20,9 +20,9 @@ from sqlalchemy.exc import DBAPIError
 
 from ...engine_pg import PgTarget
 from ...errors import describe
+from ...maintenance.sqlite_only import SEARCH_INDEXES, reindex_commands
 from ...schema import migrate
 from ...schema.tables import CANONICAL_TABLES, COUNT_SQL
-from ..sqlite_only import SEARCH_INDEXES, reindex_commands
 from .context import Check, CheckResult, DoctorContext, DoctorReadError, Finding
 from .copying import check_copy
 from .report import DoctorReport, collect

@@ -8,7 +8,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..snapshots import list_snapshots, snapshots_dir
+from ...maintenance.snapshots import list_snapshots, snapshots_dir
 from .context import CheckResult, DoctorContext, Finding
 
 __all__ = ["SnapshotFacts", "check_snapshots"]

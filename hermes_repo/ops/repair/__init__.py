@@ -17,7 +17,7 @@ and in this order:
 3. **Record the canonical counts, take a backup** through SQLite's backup API from a
    read-only connection (``state.db.pre-repair-<time>.bak``; never a file copy), and,
    when the whole file passes ``integrity_check``, a verified snapshot
-   (:func:`~hermes_repo.ops.snapshots.snapshot_before`, label ``pre-repair``) that
+   (:func:`~hermes_repo.maintenance.snapshots.snapshot_before`, label ``pre-repair``) that
    ``snapshot restore`` can put back.
 4. **Structural damage is not repaired in place**: a rebuild or any write on a damaged
    b-tree can turn a readable file into an unopenable one. The live file and the backup
@@ -26,7 +26,7 @@ and in this order:
 5. **Index damage** (a stale marker, missing triggers, an index that fails its checks
    or misses messages it should find, see :func:`~hermes_repo.schema.fts.coverage_check`;
    with ``rebuild_search``, always) is rebuilt by
-   :func:`~hermes_repo.schema.fts_rebuild.guarded_rebuild` with ``automatic=False``
+   :func:`~hermes_repo.maintenance.fts_rebuild.guarded_rebuild` with ``automatic=False``
    (the operator asked: the attempt ledger does not stop it) and ``force=True``
    (triggers can be missing, or an index damaged, without a marker).
 6. **Transcripts** that break role alternation or tool pairing are repaired

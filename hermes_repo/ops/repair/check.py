@@ -12,8 +12,8 @@ from ... import quarantine
 from ...engine import Driver, select_driver
 from ...errors import HermesRepoError, describe
 from ...holders import HolderLock
+from ...maintenance.fts_rebuild import REPAIR_COMMAND
 from ...schema.backup import read_only_engine
-from ...schema.fts_rebuild import REPAIR_COMMAND
 from ...store import StateStore
 from ..doctor import STOP_FIRST, diagnose
 from ..transcript_check import check_transcripts

@@ -7,8 +7,8 @@ from pathlib import Path
 from sqlalchemy import Engine
 
 from ...holders import HolderLock
+from ...maintenance.fts_rebuild import REPAIR_COMMAND, guarded_rebuild
 from ...schema import fts
-from ...schema.fts_rebuild import REPAIR_COMMAND, guarded_rebuild
 from ...store import StateStore
 from ..transcript_check import repair_transcripts
 from .values import repair_values

@@ -12,14 +12,14 @@ from sqlalchemy.exc import DBAPIError
 from ... import quarantine
 from ...engine import WRITE_OPTION, Driver, create_store_engine, db_path_for_home, select_driver
 from ...engine_pg import resolve_url
-from ...errors import HermesRepoError, describe
+from ...errors import HermesRepoError, RepairError, RepairStoreHeldError, describe
 from ...holders import HolderLock, StoreHeldError
+from ...maintenance.fts_rebuild import REPAIR_COMMAND
+from ...maintenance.snapshots import snapshot_before
 from ...models import state_meta_table
 from ...schema.backup import BackupSpaceError, read_only_engine, timestamped_backup
-from ...schema.fts_rebuild import REPAIR_COMMAND
 from ...store import StateStore
 from ..doctor import diagnose
-from ..snapshots import snapshot_before
 from ..transcript_check import TranscriptRepairSummary, check_transcripts
 from .check import diagnose_only
 from .index import index_needs_rebuild, rebuild_and_finish
@@ -38,14 +38,6 @@ from .verdict import (
 from .verify import integrity_text, read_counts, verify
 
 __all__ = ["RepairError", "RepairStoreHeldError", "repair_store"]
-
-
-class RepairError(HermesRepoError):
-    """The repair could not start; nothing was written. The message names the fix."""
-
-
-class RepairStoreHeldError(RepairError, StoreHeldError):
-    """Another process has the store open: the repair is refused, nothing was written."""
 
 
 def repair_store(

@@ -19,10 +19,10 @@ from sqlalchemy.exc import DBAPIError
 
 from ...engine_pg import PgTarget
 from ...errors import HermesRepoError, NotOnThisBackendError, describe
+from ...maintenance.sqlite_only import server_tool
 from ...schema.tables import COUNT_SQL
 from ...store import StateStore
 from ..doctor import diagnose_server
-from ..sqlite_only import server_tool
 from ..transcript_check import check_transcripts, repair_transcripts
 from .values import repair_values
 from .verdict import VALUES, Damage, RepairReport, VerifyItem

@@ -1,31 +1,19 @@
-"""Snapshots: verified, restorable copies of the store in ``<home>/state-snapshots/``.
+"""Deprecated home of the snapshots: they are :mod:`hermes_repo.maintenance.snapshots`.
 
-A snapshot is two files, ``<id>.db`` (0600) and ``<id>.json`` (its manifest, 0600), in a
-0700 folder. The package is split by job:
-
-- :mod:`.manifest`: ids, manifests, the values and errors callers see, listing and
-  retention;
-- :mod:`.folder`: the private folder, its lock (one create or restore at a time) and the
-  free-space check;
-- :mod:`.copies`: sealing and verifying a copy (sha256, ``integrity_check``, revision,
-  counts), and copying a snapshot back;
-- :mod:`.create`: taking a snapshot (:func:`create_snapshot`, :func:`snapshot_before`);
-- :mod:`.restore`: putting one in place of the store (:func:`restore_snapshot`).
-
-These functions open the store with :func:`~hermes_repo.engine.create_store_engine`,
-not :meth:`StateStore.open`: an open store registers as a holder (a restore must not
-count itself) and may start a guarded FTS rebuild, which a copy must never trigger.
+The store takes a snapshot before it migrates a file at open, so snapshots sit below
+the store with the other operations it may run; this alias keeps the old import path
+(and its submodules, as attributes) working for one release.
 """
 
 from __future__ import annotations
 
-from .create import create_snapshot, snapshot_before
-from .manifest import (
+from ...maintenance.snapshots import (
     AUTO_KEEP,
     AUTO_MAX_BYTES,
     DEFAULT_KEEP,
     SNAPSHOT_DIR,
     Origin,
+    RestoreResult,
     Snapshot,
     SnapshotBusyError,
     SnapshotError,
@@ -34,10 +22,17 @@ from .manifest import (
     SnapshotSpaceError,
     SnapshotStoreHeldError,
     SnapshotVerifyError,
+    copies,
+    create,
+    create_snapshot,
+    folder,
     list_snapshots,
+    manifest,
+    restore,
+    restore_snapshot,
+    snapshot_before,
     snapshots_dir,
 )
-from .restore import RestoreResult, restore_snapshot
 
 __all__ = [
     "AUTO_KEEP",
@@ -54,8 +49,13 @@ __all__ = [
     "SnapshotSpaceError",
     "SnapshotStoreHeldError",
     "SnapshotVerifyError",
+    "copies",
+    "create",
     "create_snapshot",
+    "folder",
     "list_snapshots",
+    "manifest",
+    "restore",
     "restore_snapshot",
     "snapshot_before",
     "snapshots_dir",

@@ -37,9 +37,9 @@ from ..engine import WRITE_OPTION
 from ..errors import ErrorKind, HermesRepoError, StateDbCorruptError, classify
 from ..holders import HolderLock, StoreHeldError
 from ..quarantine import is_quarantined
-from . import fts
-from .backup import timestamped_backup
-from .sidefiles import exclusive_lock, open_side_file, replace_side_file
+from ..schema import fts
+from ..schema.backup import timestamped_backup
+from ..schema.sidefiles import exclusive_lock, open_side_file, replace_side_file
 
 __all__ = ["MAX_AUTOMATIC_ATTEMPTS", "RebuildOutcome", "canonical_counts", "guarded_rebuild"]
 

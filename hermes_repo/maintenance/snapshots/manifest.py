@@ -19,8 +19,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ...engine import db_path_for_home
-from ...errors import HermesRepoError, SchemaMismatchError
-from ...holders import StoreHeldError
+from ...errors import (
+    SnapshotBusyError,
+    SnapshotError,
+    SnapshotNotFoundError,
+    SnapshotSchemaError,
+    SnapshotSpaceError,
+    SnapshotStoreHeldError,
+    SnapshotVerifyError,
+)
 from ...schema.files import fsync_dir
 
 __all__ = [
@@ -79,34 +86,6 @@ LIST_COMMAND = "hermes-repo snapshot list"
 
 
 # -- errors ------------------------------------------------------------------------------
-
-
-class SnapshotError(HermesRepoError):
-    """A snapshot could not be made, listed or restored; the message names the fix."""
-
-
-class SnapshotNotFoundError(SnapshotError):
-    """No snapshot (with a manifest) has the requested id."""
-
-
-class SnapshotSpaceError(SnapshotError):
-    """Not enough free space for the copy; nothing was written."""
-
-
-class SnapshotVerifyError(SnapshotError):
-    """A copy or a stored snapshot failed its sha256, ``integrity_check`` or revision read."""
-
-
-class SnapshotSchemaError(SnapshotError, SchemaMismatchError):
-    """The snapshot's schema revision is not this code's head."""
-
-
-class SnapshotStoreHeldError(SnapshotError, StoreHeldError):
-    """Another process has the store open, so it cannot be replaced."""
-
-
-class SnapshotBusyError(SnapshotError):
-    """Another snapshot operation on the same folder is running."""
 
 
 # -- values ------------------------------------------------------------------------------
