@@ -59,7 +59,7 @@ if TYPE_CHECKING:
         SnapshotVerifyError,
     )
     from .repositories import EntryRepository, MessageRepository, SearchHit, SessionRepository
-    from .repositories.search_paging import (
+    from .repositories.search.paging import (
         MAX_SEARCH_LIMIT,
         SearchCursorError,
         SearchLimitError,
@@ -106,10 +106,10 @@ _LAZY: dict[str, str] = {
     "MessageRepository": ".repositories",
     "SearchHit": ".repositories",
     "SessionRepository": ".repositories",
-    "MAX_SEARCH_LIMIT": ".repositories.search_paging",
-    "SearchCursorError": ".repositories.search_paging",
-    "SearchLimitError": ".repositories.search_paging",
-    "SearchPage": ".repositories.search_paging",
+    "MAX_SEARCH_LIMIT": ".repositories.search.paging",
+    "SearchCursorError": ".repositories.search.paging",
+    "SearchLimitError": ".repositories.search.paging",
+    "SearchPage": ".repositories.search.paging",
     "RecoveryError": ".salvage",
     "SalvageError": ".salvage",
     "PageError": ".salvage.pagescan",

@@ -39,6 +39,12 @@ class Backend:
         return self.is_file
 
     @property
+    def search_dialect(self) -> Literal["fts5", "postgresql"]:
+        """Which search dialect runs the store's searches (see
+        :mod:`hermes_repo.repositories.search`)."""
+        return "fts5" if self.is_file else "postgresql"
+
+    @property
     def holds_lock_file(self) -> bool:
         """Processes register in a holder lock file next to the store."""
         return self.is_file
