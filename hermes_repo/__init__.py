@@ -70,7 +70,7 @@ if TYPE_CHECKING:
     from .hermes_import import HermesImportReport
     from .ids import validate_session_id
     from .repositories import EntryRepository, MessageRepository, SearchHit, SessionRepository
-    from .repositories.search_paging import MAX_SEARCH_LIMIT, SearchPage
+    from .repositories.search.paging import MAX_SEARCH_LIMIT, SearchPage
     from .salvage import RecoveryError
     from .store import Conversation, StateStore, StoreHealth
     from .transcript.replay import ReplayReport
@@ -94,8 +94,8 @@ _LAZY: dict[str, str] = {
     "MessageRepository": ".repositories",
     "SearchHit": ".repositories",
     "SessionRepository": ".repositories",
-    "MAX_SEARCH_LIMIT": ".repositories.search_paging",
-    "SearchPage": ".repositories.search_paging",
+    "MAX_SEARCH_LIMIT": ".repositories.search.paging",
+    "SearchPage": ".repositories.search.paging",
     "RecoveryError": ".salvage",
     "Conversation": ".store",
     "StateStore": ".store",

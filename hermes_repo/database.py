@@ -66,8 +66,8 @@ from .identity import Identities, Written
 from .ids import check_session_id
 from .kept import BUSY, KeptConnection, _CommitFailed
 from .models import messages_table, sessions_table
-from .repositories import MessageRepository, SearchHit, SearchRepository
-from .repositories.search_pg import PgSearchRepository
+from .repositories import MessageRepository, SearchHit, SearchQuery
+from .repositories.search.on_store import StoreSearch
 from .retry import (
     DEFAULT_POLICY,
     STORE_WRITE_BUDGET_S,
@@ -154,8 +154,6 @@ def _driver_error(exc: BaseException) -> BaseException | None:
         return err.orig
     return err
 
-
-_TRIGGERS_SQL = "SELECT name FROM sqlite_master WHERE type = 'trigger'"
 
 # SQLite hands back TEXT as stored; bytes that are not UTF-8 (written by another tool)
 # make the driver raise this for the whole fetch, which would make a session unreadable.
@@ -253,11 +251,8 @@ class Database:
         self.transcript_budget_s = (
             TRANSCRIPT_WRITE_BUDGET_S if write_budget_s is None else write_budget_s
         )
-        # FTS state as last seen, and the schema cookie it was seen at: dropping or
-        # creating the triggers changes the cookie, so a PRAGMA (no table read) tells
-        # this process when another one degraded or rebuilt the index.
-        self._fts_seen_at: int | None = None
-        self._fts_live = True
+        # The store's searches, with their view of whether the FTS index is live.
+        self._search = StoreSearch(self)
         # The last error classified, with its verdict: the engine event classifies an
         # error first, and the unit of work and the write that see it next ask again.
         self._recent: tuple[BaseException, tuple[ErrorKind, bool, bool]] | None = None
@@ -345,8 +340,9 @@ class Database:
         if failure.structural:
             raise failure.error from orig
 
-    def _degradable(self, failure: Failure) -> bool:
-        # A quarantined file is never degraded: no write may reach it.
+    def degradable(self, failure: Failure) -> bool:
+        """Whether ``failure`` is FTS damage the store detaches the index for (a
+        quarantined file is never degraded: no write may reach it)."""
         return failure.fts_damage and self.backend.has_fts_triggers and not self.guard.active
 
     def _degrade(
@@ -370,8 +366,12 @@ class Database:
             return work(uow)
 
         result = run_with_retry(lambda: self.write_once(detached), policy)
-        self._fts_live = False
+        self._search.index.detached()
         return result
+
+    def detach_index(self, failure: Failure) -> None:
+        """Detach the damaged FTS index ``failure`` names, in a unit of its own."""
+        self._degrade(failure, lambda uow: None, DEFAULT_POLICY)
 
     # -- writes ------------------------------------------------------------------------
 
@@ -490,7 +490,7 @@ class Database:
                     elapsed_s=elapsed,
                 ) from exc
             failure = self.failure(exc)
-            if not self._degradable(failure):
+            if not self.degradable(failure):
                 raise
         log.warning(
             "full-text index damaged (%s): detaching it; the write goes on without it, "
@@ -607,7 +607,7 @@ class Database:
                 if (
                     failure.structural
                     or failure.kind is ErrorKind.TRANSIENT  # retried, same budget clock
-                    or self._degradable(failure)
+                    or self.degradable(failure)
                 ):
                     raise failure.error from exc
                 return None
@@ -846,64 +846,14 @@ class Database:
 
         return self.read(run)
 
-    def search(
-        self,
-        query: str,
-        *,
-        limit: int = 20,
-        session_id: str | None = None,
-        role: str | None = None,
-        include_inactive: bool = False,
-        before_id: int | None = None,
-    ) -> list[SearchHit]:
-        """Full-text search (see :meth:`StateStore.search`): tried once on the driver's
-        cursor; a damaged index met there is detached once and the search answers from
-        the canonical rows. ``before_id``: a keyset page (see
-        :meth:`SearchRepository.search`)."""
+    def search(self, query: SearchQuery) -> list[SearchHit]:
+        """Full-text search (see :meth:`StateStore.search` and
+        :mod:`hermes_repo.repositories.search`): on SQLite tried once on the driver's
+        cursor, a damaged index met there detached once and the search answered from
+        the canonical rows."""
+        return self._search.search(query)
 
-        if not self.backend.has_fts_triggers:
-            # Kept by the server (a generated tsvector and pg_trgm): nothing to detach.
-            return self.read(
-                lambda conn: PgSearchRepository(conn).search(
-                    query,
-                    limit=limit,
-                    session_id=session_id,
-                    role=role,
-                    include_inactive=include_inactive,
-                    before_id=before_id,
-                )
-            )
-
-        def run(cursor: Any, *, use_fts: bool) -> list[SearchHit]:
-            return SearchRepository(
-                cursor,
-                live_at=self._fts_seen_at if self._fts_live else None,
-                is_live=lambda cookie: self._fts_is_live(cursor, cookie),
-            ).search(
-                query,
-                limit=limit,
-                session_id=session_id,
-                role=role,
-                include_inactive=include_inactive,
-                use_fts=use_fts,
-                before_id=before_id,
-            )
-
-        try:
-            return self._read_on_driver(lambda cursor: run(cursor, use_fts=True))
-        except WriteFailedError as exc:
-            failure = self.failure(exc)
-            if not self._degradable(failure):
-                raise
-        log.warning(
-            "full-text index damaged (%s): detaching it; search uses the fallback until "
-            "`hermes-repo sessions repair` rebuilds it",
-            failure.damage,
-        )
-        self._degrade(failure, lambda uow: None, DEFAULT_POLICY)
-        return self._read_on_driver(lambda cursor: run(cursor, use_fts=False))
-
-    def _read_on_driver(self, unit: Callable[[Any], T]) -> T:
+    def read_on_driver(self, unit: Callable[[Any], T]) -> T:
         """``unit(cursor)`` on the pool's driver connection, retried like :meth:`read`.
 
         No SQLAlchemy ``Connection`` is built (it cost more than a selective search), so
@@ -926,19 +876,3 @@ class Database:
                 raise self.failure(exc, action="read").error from exc
 
         return run_with_retry(attempt, self.read_policy)
-
-    def _fts_is_live(self, cursor: Any, cookie: int) -> bool:
-        """Whether the FTS indexes are live at schema cookie ``cookie``.
-
-        Dropping or creating the sync triggers changes the cookie, so the state seen at a
-        cookie holds until it changes, in every process: only then are the stale marker
-        and the triggers read again (on ``cursor``, in the search's own read).
-        """
-        if cookie != self._fts_seen_at:
-            marker = cursor.execute(
-                "SELECT 1 FROM state_meta WHERE key = ?", (fts.STALE_KEY,)
-            ).fetchone()
-            names = {r[0] for r in cursor.execute(_TRIGGERS_SQL).fetchall()}
-            self._fts_live = marker is None and set(fts.TRIGGER_NAMES) <= names
-            self._fts_seen_at = cookie
-        return self._fts_live

@@ -28,7 +28,8 @@ from .ids import check_session_id
 from .maintenance.fts_rebuild import RebuildOutcome
 from .provenance import StoreIdentity, database_target, ensure_identity
 from .repositories import SearchHit
-from .repositories.search_paging import SearchPage, check_limit, page_through
+from .repositories.search import SearchQuery
+from .repositories.search.paging import SearchPage, page_through
 from .retry import RetryPolicy, run_with_retry
 from .transcript.reconcile import reconcile_session
 from .transcript.replay import ReplayReport, replay_pending
@@ -420,18 +421,19 @@ class StateStore:
         While the index is detached (damaged, awaiting a rebuild) answers come from the
         canonical rows through an escaped LIKE scan, in the same shape.
 
-        ``limit`` is honoured up to :data:`~hermes_repo.repositories.search_paging.MAX_SEARCH_LIMIT`
+        ``limit`` is honoured up to :data:`~hermes_repo.repositories.search.paging.MAX_SEARCH_LIMIT`
         (above it :class:`SearchLimitError`); word queries come ranked among the most
         recent matches first, then the older hits newest first. Every hit is reachable
         with :meth:`search_page`.
         """
-        _check_search(limit, session_id, role, include_inactive)
         return self.database.search(
-            query,
-            limit=limit,
-            session_id=session_id,
-            role=role,
-            include_inactive=include_inactive,
+            SearchQuery.checked(
+                query,
+                limit=limit,
+                session_id=session_id,
+                role=role,
+                include_inactive=include_inactive,
+            )
         )
 
     def search_page(
@@ -455,24 +457,15 @@ class StateStore:
             while page.cursor:
                 page = store.search_page("sqlite", limit=50, cursor=page.cursor)
         """
-        _check_search(limit, session_id, role, include_inactive)
-        arguments.optional_text("cursor", cursor)
-        return page_through(
-            lambda limit, before_id: self.database.search(
-                query,
-                limit=limit,
-                session_id=session_id,
-                role=role,
-                include_inactive=include_inactive,
-                before_id=before_id,
-            ),
+        checked = SearchQuery.checked(
             query,
             limit=limit,
-            cursor=cursor,
             session_id=session_id,
             role=role,
             include_inactive=include_inactive,
         )
+        arguments.optional_text("cursor", cursor)
+        return page_through(self.database.search, checked, cursor)
 
     def health(self) -> StoreHealth:
         """A snapshot of the store's state; never writes."""
@@ -509,14 +502,6 @@ class StateStore:
         """One session's replay as JSON Lines or Markdown text (see
         :func:`hermes_repo.transfer.export_session`)."""
         return export_session(self, session_id, fmt)
-
-
-def _check_search(limit: Any, session_id: Any, role: Any, include_inactive: Any) -> None:
-    """The arguments every search call shares (the query is checked by its parser)."""
-    check_limit(arguments.whole_number("limit", limit))
-    arguments.optional_text("session_id", session_id)
-    arguments.optional_text("role", role)
-    arguments.flag("include_inactive", include_inactive)
 
 
 def _check_home(folder: Path) -> None:

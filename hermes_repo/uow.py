@@ -7,11 +7,12 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Self
 
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
+from .backend import backend_of
 from .errors import CommitUnknownError, HermesRepoError, commit_outcome_unknown, describe, translate
 from .identity import Identities
 from .repositories import MessageRepository, MetaRepository, SessionRepository
@@ -102,9 +103,8 @@ class UnitOfWork:
         ids.restart()
         self.ids = ids
         self._bind_repositories()
-        if lock_timeout_ms is not None and self.connection.dialect.name != "sqlite":
-            # SET takes no bind parameters; the value is an int we computed.
-            self.connection.execute(text(f"SET LOCAL lock_timeout = {int(lock_timeout_ms)}"))
+        if lock_timeout_ms is not None:
+            backend_of(self.connection).limit_lock_wait(self.connection, lock_timeout_ms)
 
     def __exit__(
         self,

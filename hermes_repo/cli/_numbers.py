@@ -47,4 +47,4 @@ COPY_BATCH_SIZE = 1000
 MAX_COPY_BATCH_SIZE = 100_000
 """``db copy --batch-size`` at most: :data:`hermes_repo.transfer.copy.MAX_BATCH_SIZE`."""
 MAX_SEARCH_LIMIT = 1000
-"""``search --limit`` at most: :data:`hermes_repo.repositories.search_paging.MAX_SEARCH_LIMIT`."""
+"""``search --limit`` at most: :data:`hermes_repo.repositories.search.paging.MAX_SEARCH_LIMIT`."""

@@ -204,7 +204,7 @@ def snippet_text(snippet: str, *, color: bool) -> Text:
     With colour the markers are replaced by the highlight; without it (a pipe, a log)
     they are kept, since they are then the only thing that shows where the hit is.
     """
-    from ..repositories.search import SNIPPET_CLOSE, SNIPPET_OPEN
+    from ..repositories.search.query import SNIPPET_CLOSE, SNIPPET_OPEN
 
     out = Text()
     # Snippets may span lines; a table row should not. Escaped first: str.split would

@@ -15,7 +15,7 @@ from ._options import include_inactive_option, json_option, limit_option, sessio
 from ._output import Text, echo_json, format_time, snippet_text, stdout_console
 
 if TYPE_CHECKING:
-    from ..repositories.search_paging import SearchPage
+    from ..repositories.search.paging import SearchPage
     from ._state import CliState
 
 __all__ = ["search_command"]
@@ -88,7 +88,7 @@ def search_command(
         raise click.UsageError("give one of --cursor and --page: a cursor already names a page")
     paged = cursor is not None or page is not None
 
-    from ..repositories.search_paging import SearchPage
+    from ..repositories.search.paging import SearchPage
 
     def page_after(after: str | None) -> SearchPage:
         return state.existing_store.search_page(

@@ -3,7 +3,7 @@
 from .entries import EntryRepository
 from .messages import MessageRepository
 from .meta import MetaRepository
-from .search import SearchHit, SearchRepository
+from .search import SearchHit, SearchQuery, SearchRepository
 from .sessions import SessionRepository
 
 __all__ = [
@@ -11,6 +11,7 @@ __all__ = [
     "MessageRepository",
     "MetaRepository",
     "SearchHit",
+    "SearchQuery",
     "SearchRepository",
     "SessionRepository",
 ]

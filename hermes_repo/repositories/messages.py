@@ -10,6 +10,7 @@ from sqlalchemy import bindparam, func, insert, select, text, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
+from ..backend import backend_of
 from ..codec import (
     MESSAGE_COLUMNS,
     ROW_COLUMNS,
@@ -89,12 +90,6 @@ def _calls_in(text_value: str) -> int:
 _SQLALCHEMY = (Connection, Session)
 
 
-def _dialect_name(db: Connection | Session) -> str:
-    if isinstance(db, Connection):
-        return db.dialect.name
-    return db.get_bind().dialect.name
-
-
 # The session's messages in replay order, one statement per shape of the read (archived
 # rows or not, after an id or not, a limit or not, the first or the newest rows), compiled
 # once on first use.
@@ -146,7 +141,7 @@ class MessageRepository:
         self._ids = ids
         # A server's text refuses U+0000: refused up front, named, never replayed.
         # (One isinstance on the cursor fast path: a cursor is SQLite's.)
-        self._on_server = isinstance(db, _SQLALCHEMY) and _dialect_name(db) != "sqlite"
+        self._on_server = isinstance(db, _SQLALCHEMY) and not backend_of(db).is_file
 
     @property
     def _session(self) -> Connection | Session:

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import Any
 
 from sqlalchemy import delete, select
-from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
+from ..backend import backend_of
 from ..models import state_meta_table
 
 __all__ = ["COPIED_FROM_KEY", "CREATED_AT_KEY", "STORE_ID_KEY", "MetaRepository"]
@@ -25,18 +23,6 @@ CREATED_AT_KEY = "store_created_at"
 COPIED_FROM_KEY = "copied_from"
 
 
-def _dialect_insert(db: Connection | Session) -> Callable[..., Any]:
-    """The dialect's ``insert`` (both say an upsert alike, ON CONFLICT ..., each with its
-    own construct). PostgreSQL's is imported only on a server, where its engine has
-    loaded it already: it costs a tenth of a second, a SQLite command's whole budget."""
-    bind = db.get_bind() if isinstance(db, Session) else db
-    if bind.dialect.name == "postgresql":
-        from sqlalchemy.dialects import postgresql
-
-        return postgresql.insert
-    return sqlite.insert
-
-
 class MetaRepository:
     """Key/value markers (e.g. ``fts_stale``) inside the caller's transaction."""
 
@@ -48,8 +34,9 @@ class MetaRepository:
         return None if row is None else row[0]
 
     def set(self, key: str, value: str | None) -> None:
-        insert = _dialect_insert(self._session)
-        stmt = insert(_meta).values(key=key, value=value, updated_at=time.time())
+        # An upsert: both dialects say it alike, each with its own construct.
+        stmt = backend_of(self._session).insert(_meta)
+        stmt = stmt.values(key=key, value=value, updated_at=time.time())
         stmt = stmt.on_conflict_do_update(
             index_elements=[_meta.c.key],
             set_={"value": stmt.excluded.value, "updated_at": stmt.excluded.updated_at},
@@ -58,8 +45,8 @@ class MetaRepository:
 
     def insert_absent(self, key: str, value: str) -> None:
         """Set ``key`` only if it has no row yet (two writers racing keep the first)."""
-        insert = _dialect_insert(self._session)
-        stmt = insert(_meta).values(key=key, value=value, updated_at=time.time())
+        stmt = backend_of(self._session).insert(_meta)
+        stmt = stmt.values(key=key, value=value, updated_at=time.time())
         self._session.execute(stmt.on_conflict_do_nothing(index_elements=[_meta.c.key]))
 
     def delete(self, key: str) -> bool:

@@ -16,10 +16,10 @@ from typing import Any
 
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
+from ..backend import backend_of
 from ..codec import TEXT_MARK, check_timestamp, decode_text, dumps, encode_text, loads
 from ..errors import IntegrityViolation, NotFoundError
 from ..identity import Identities
@@ -183,23 +183,13 @@ class SessionRepository:
         """Create the session if it is missing (with ``title``); True when it was created."""
         if self.exists(session_id):
             return False
-        db = self._db
-        dialect = db.get_bind().dialect if isinstance(db, Session) else db.dialect
-        if dialect.name == "sqlite":
-            # Writers are serialised (BEGIN IMMEDIATE): nobody creates it in between.
-            self.create(source, id=session_id, started_at=started_at, title=title)
-            return True
-        # On a server another host may create it between the check and the insert (the
-        # first flush of a session on several hosts at once): the insert runs in a
-        # savepoint, and losing that race means the session exists, as asked.
-        try:
-            with db.begin_nested():
-                self.create(source, id=session_id, started_at=started_at, title=title)
-        except (IntegrityError, IntegrityViolation):
-            if self.exists(session_id):
-                return False
-            raise
-        return True
+        # Another host may create it between the check and the insert (the first flush
+        # of a session on several hosts at once): the backend settles that race.
+        return backend_of(self._db).insert_racing(
+            self._db,
+            lambda: self.create(source, id=session_id, started_at=started_at, title=title),
+            lambda: self.exists(session_id),
+        )
 
     def exists(self, session_id: str) -> bool:
         stmt = select(_sessions.c.id).where(_sessions.c.id == check_session_id(session_id))

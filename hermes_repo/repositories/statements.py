@@ -21,6 +21,8 @@ from sqlalchemy.engine.interfaces import DBAPICursor
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.expression import Executable, TextClause
 
+from ..backend import backend_of
+
 __all__ = ["Cursor", "Db", "Statement", "execute", "fetch", "rows"]
 
 # Both drivers (sqlite3, pysqlite3) take named parameters (":name") with a mapping.
@@ -74,7 +76,11 @@ def execute(
         else:
             cursor.executemany(stmt.sql, params)
         return cursor.rowcount, cursor.lastrowid
-    if not isinstance(params, Mapping) and isinstance(db, Connection) and _is_sqlite(db):
+    if (
+        not isinstance(params, Mapping)
+        and isinstance(db, Connection)
+        and backend_of(db).cursor_fast_path
+    ):
         # Many rows through SQLAlchemy's driver-level call: the same events (error
         # classification, the quarantine guard) without its per-row parameter
         # processing, which cost a sixth of a bulk insert. The values are already the
@@ -82,17 +88,13 @@ def execute(
         many = db.exec_driver_sql(stmt.sql, list(params))
         return many.rowcount, None
     result = cast(CursorResult[Any], cast(Connection | Session, db).execute(stmt.clause, params))
-    if result.context.dialect.name == "sqlite":
+    if backend_of(result.context.dialect).has_lastrowid:
         return result.rowcount, result.lastrowid
     # psycopg has no lastrowid: the dialect's RETURNING gave the new key of an insert.
     if not result.is_insert or result.context.executemany:
         return result.rowcount, None
     key = result.inserted_primary_key
     return result.rowcount, None if key is None else key[0]
-
-
-def _is_sqlite(conn: Connection) -> bool:
-    return conn.dialect.name == "sqlite"
 
 
 def fetch(db: Db, sql: str | TextClause, params: Mapping[str, Any]) -> list[Any]:

@@ -65,7 +65,7 @@ from sqlalchemy import String, bindparam, insert, literal, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
-from ..backend import POSTGRESQL, SQLITE
+from ..backend import backend_of
 from ..codec import MESSAGE_COLUMNS, content_columns, dumps, encode_text, new_uid, row_to_message
 from ..errors import ReconcileConflict, describe
 from ..models import messages_table, sessions_table
@@ -477,9 +477,7 @@ def keep_copy(conn: Connection, session_id: str, row_id: int, reason: str, now: 
 
 def _interleaves(conn: Connection) -> bool:
     """Whether writers of this database interleave (a server) rather than take turns."""
-    # Both backends are named after their SQLAlchemy dialect; the Backend answers.
-    backend = SQLITE if conn.dialect.name == SQLITE.name else POSTGRESQL
-    return not backend.refuses_stale_writes
+    return not backend_of(conn).refuses_stale_writes
 
 
 def _lock_session(conn: Connection, session_id: str) -> None:

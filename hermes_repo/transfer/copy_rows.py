@@ -35,11 +35,11 @@ from sqlalchemy import (
     bindparam,
     insert,
     select,
-    text,
     update,
 )
 from sqlalchemy.engine import Connection
 
+from ..backend import Backend, backend_of
 from ..codec import loads
 from ..errors import CopyConflictError, CopyError
 from ..models import messages_table, sessions_table, state_meta_table
@@ -164,8 +164,8 @@ def _changes(want: Row, have: Row, skip: frozenset[str] = frozenset()) -> Row:
     return {k: v for k, v in want.items() if k not in skip and have.get(k) != v}
 
 
-def _check_text(rows: Sequence[Row], dialect: str, table: str) -> None:
-    if dialect != "postgresql":
+def _check_text(rows: Sequence[Row], backend: Backend, table: str) -> None:
+    if not backend.refuses_nul_text:
         return
     for row in rows:
         for column, value in row.items():
@@ -239,7 +239,7 @@ def _merge(
             tally.updated += 1
         else:
             tally.unchanged += 1
-    _check_text(fresh, conn.dialect.name, table.name)
+    _check_text(fresh, backend_of(conn), table.name)
     _insert_rows(conn, table, fresh)
     tally.inserted = len(fresh)
     return tally
@@ -332,14 +332,9 @@ def _write_messages(conn: Connection, rows: list[Row]) -> TableTally:
                 for sid, d in sorted(deltas.items())
             ],
         )
-    if tally.inserted and conn.dialect.name == "postgresql":
-        # Explicit ids do not move the id sequence: the next append would reuse one.
-        conn.execute(
-            text(
-                "SELECT setval(pg_get_serial_sequence('messages', 'id'), "
-                "(SELECT max(id) FROM messages))"
-            )
-        )
+    if tally.inserted:
+        # Explicit ids: the next append's id must follow the largest.
+        backend_of(conn).continue_ids(conn, "messages", "id")
     return tally
 
 

@@ -17,7 +17,7 @@ from hermes_repo import (
     SearchQueryError,
     StateStore,
 )
-from hermes_repo.repositories.search import CANDIDATE_CAP, parse_query
+from hermes_repo.repositories.search import CANDIDATE_CAP, SearchHit, SearchQuery, parse_query
 from hermes_repo.schema import fts
 
 _FILLER = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf"]
@@ -218,7 +218,11 @@ def test_a_word_query_past_its_last_hit_pages_nothing_rather_than_substrings(
         older = uow.messages.append(sid, {"role": "user", "content": "guavaguava older"})
         word = uow.messages.append(sid, {"role": "user", "content": "guava newer"})
         uow.commit()
-    search = store.database.search  # the repository contract, on the store's backend
+
+    def search(query: str, *, before_id: int) -> list[SearchHit]:
+        # The write core's search (the router over the store's dialect), paged.
+        return store.database.search(SearchQuery(query, before_id=before_id))
+
     assert [h.message_id for h in search("guava", before_id=word + 1)] == [word]
     assert search("guava", before_id=word) == []
     # Without a token hit at all, the fallback finds the substring.

@@ -1,9 +1,12 @@
-"""One corpus in SQLite and in PostgreSQL: every query finds the same messages on both.
+"""One corpus in SQLite and in PostgreSQL: the one search router finds the same messages
+through either dialect.
 
 The corpus is written through the store (SQLite, migrations, triggers) and its rows are
 copied to PostgreSQL with their ids, so both backends hold exactly the same messages.
-Each query runs with several filters; the sets of message ids must be equal (ranking
-aside: the limit is above every query's hit count, so the sets are all hits).
+Each query runs through :class:`SearchRouter` over :class:`Fts5Dialect` and over
+:class:`PostgresDialect` with several filters, and as a page below a message id; the
+sets of message ids must be equal (ranking aside: the limit is above every query's hit
+count, so the sets are all hits).
 """
 
 from __future__ import annotations
@@ -16,8 +19,13 @@ import pytest
 from sqlalchemy import Engine, text
 
 from hermes_repo import StateStore
-from hermes_repo.repositories.search import SearchHit
-from hermes_repo.repositories.search_pg import PgSearchRepository
+from hermes_repo.repositories.search import (
+    Fts5Dialect,
+    PostgresDialect,
+    SearchHit,
+    SearchQuery,
+    SearchRouter,
+)
 from tests.support.pg_search_db import MESSAGE_COLUMNS, copy_rows, pg_database
 
 LIMIT = 1000
@@ -183,6 +191,9 @@ FILTERS: list[dict[str, Any]] = [
     {"role": "user"},
     {"session_id": "s-mix"},
     {"session_id": "s-zh", "include_inactive": True},
+    # A page of a walk: the hits below the corpus's middle message, newest first.
+    {"before_id": len(CORPUS) // 2},
+    {"before_id": len(CORPUS) // 2, "include_inactive": True},
 ]
 
 
@@ -226,23 +237,46 @@ def _ids(hits: list[SearchHit]) -> set[int]:
     return {h.message_id for h in hits}
 
 
+def _on_sqlite(store: StateStore, query: SearchQuery) -> list[SearchHit]:
+    return store.read(lambda conn: SearchRouter(Fts5Dialect(conn)).search(query))
+
+
+def _on_postgresql(engine: Engine, query: SearchQuery) -> list[SearchHit]:
+    with engine.connect() as conn:
+        return SearchRouter(PostgresDialect(conn)).search(query)
+
+
 def test_the_query_list_covers_the_whole_language() -> None:
     assert len(QUERIES) >= 60
     assert len(set(QUERIES)) == len(QUERIES)
 
 
 @pytest.mark.parametrize("query", QUERIES)
-def test_postgresql_finds_the_same_messages_as_sqlite(
+def test_the_postgresql_dialect_finds_the_same_messages_as_the_fts5_dialect(
     backends: tuple[StateStore, Engine], query: str
 ) -> None:
     store, engine = backends
-    with engine.connect() as conn:
-        repo = PgSearchRepository(conn)
-        for filters in FILTERS:
-            expected = _ids(store.search(query, limit=LIMIT, **filters))
-            got = repo.search(query, limit=LIMIT, **filters)
-            assert _ids(got) == expected, (query, filters)
-            assert len(got) == len(_ids(got)), "a message came back twice"
+    for filters in FILTERS:
+        asked = SearchQuery(query, limit=LIMIT, **filters)
+        expected = _ids(_on_sqlite(store, asked))
+        got = _on_postgresql(engine, asked)
+        assert _ids(got) == expected, (query, filters)
+        assert len(got) == len(_ids(got)), "a message came back twice"
+
+
+@pytest.mark.parametrize("query", QUERIES[::7])
+def test_the_store_searches_through_its_backends_dialect(
+    backends: tuple[StateStore, Engine], query: str
+) -> None:
+    """The store's search (the driver cursor, the index's liveness) is the router over
+    the FTS5 dialect: the same hits in the same order."""
+    store, _ = backends
+    for filters in FILTERS:
+        if "before_id" in filters:
+            continue  # the store pages through search_page (tests/integration/test_search_paging)
+        assert store.search(query, limit=LIMIT, **filters) == _on_sqlite(
+            store, SearchQuery(query, limit=LIMIT, **filters)
+        ), (query, filters)
 
 
 def test_the_corpus_makes_the_comparison_meaningful(backends: tuple[StateStore, Engine]) -> None:
@@ -255,17 +289,15 @@ def test_the_corpus_makes_the_comparison_meaningful(backends: tuple[StateStore, 
 
 def test_hits_carry_the_row_and_a_marked_snippet(backends: tuple[StateStore, Engine]) -> None:
     store, engine = backends
-    with engine.connect() as conn:
-        repo = PgSearchRepository(conn)
-        for query, marked in [("zebracorn", "zebracorn"), ("部署", "部署"), ("🚀", "🚀")]:
-            hits = repo.search(query)
-            sqlite = {h.message_id: h for h in store.search(query)}
-            assert hits and {h.message_id for h in hits} == set(sqlite)
-            for hit in hits:
-                assert f">>>{marked}<<<" in hit.snippet.lower()
-                twin = sqlite[hit.message_id]
-                assert (hit.session_id, hit.role, hit.timestamp) == (
-                    twin.session_id,
-                    twin.role,
-                    twin.timestamp,
-                )
+    for query, marked in [("zebracorn", "zebracorn"), ("部署", "部署"), ("🚀", "🚀")]:
+        hits = _on_postgresql(engine, SearchQuery(query))
+        sqlite = {h.message_id: h for h in store.search(query)}
+        assert hits and {h.message_id for h in hits} == set(sqlite)
+        for hit in hits:
+            assert f">>>{marked}<<<" in hit.snippet.lower()
+            twin = sqlite[hit.message_id]
+            assert (hit.session_id, hit.role, hit.timestamp) == (
+                twin.session_id,
+                twin.role,
+                twin.timestamp,
+            )

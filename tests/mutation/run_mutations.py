@@ -147,7 +147,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "escape-fts-quotes",
-        "hermes_repo/repositories/search_query.py",
+        "hermes_repo/repositories/search/query.py",
         """    return '"' + term.replace('"', '""') + '"'""",
         """    return '"' + term + '"'""",
         (f"{SE}::test_operator_characters_are_plain_text",),
@@ -155,7 +155,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "escape-fts-single-quotes",
-        "hermes_repo/repositories/search_query.py",
+        "hermes_repo/repositories/search/query.py",
         """    return '"' + term.replace('"', '""') + '"'""",
         '    return "\'" + term.replace("\'", "\'\'") + "\'"',
         (f"{SE}::test_operator_characters_are_plain_text",),
@@ -163,7 +163,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "escape-like-wildcards",
-        "hermes_repo/repositories/search_query.py",
+        "hermes_repo/repositories/search/query.py",
         """    escaped = term.replace("\\\\", "\\\\\\\\").replace("%", "\\\\%")""",
         '    escaped = term.replace("%", "%")',
         (f"{SE}::test_operator_characters_are_plain_text",),
@@ -171,9 +171,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "search-rank-cutoff-ignored",
-        "hermes_repo/repositories/search.py",
-        "        if max(counts) > RANK_CUTOFF:",
-        "        if False:",
+        "hermes_repo/repositories/search/router.py",
+        "            if probe.common:",
+        "            if False:",
         (f"{SE}::test_a_term_with_more_hits_than_the_rank_cutoff_comes_newest_first_and_complete",),
         "a term past RANK_CUTOFF hits goes through the capped bm25 path",
     ),
@@ -232,9 +232,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "index-state-never-read-again",
-        "hermes_repo/database.py",
-        "        if cookie != self._fts_seen_at:",
-        "        if self._fts_seen_at is None:",
+        "hermes_repo/repositories/search/liveness.py",
+        "        if cookie != self._seen_at:",
+        "        if self._seen_at is None:",
         (f"{FM}::test_a_process_that_searched_before_the_index_was_detached_notices_it_next_time",),
         "a process that searched once never notices another process detaching the index",
     ),

@@ -38,6 +38,7 @@ from typing import Any
 
 from sqlalchemy import Connection, select, text
 
+from ...backend import backend_of
 from ...codec import MAX_TIMESTAMP, invalid_reason, raw_value
 from ...codec.content import content_columns
 from ...codec.text import NOT_UTF8, encode_text, kept_bytes, lenient_text, loads, not_utf8
@@ -132,7 +133,7 @@ def repair_values(
 @contextlib.contextmanager
 def _lenient(conn: Connection) -> Iterator[None]:
     """On SQLite: TEXT read with each bad byte kept, and the encoding check registered."""
-    if conn.dialect.name != "sqlite":
+    if not backend_of(conn).is_file:
         yield
         return
     dbapi = conn.connection.dbapi_connection
@@ -151,7 +152,7 @@ def _scan(conn: Connection) -> list[OddValue]:
         return [tuple(r) for r in conn.exec_driver_sql(sql, params)]
 
     with _lenient(conn):
-        return list(odd_values(rows, conn.dialect.name))
+        return list(odd_values(rows, backend_of(conn).name))
 
 
 def _rewrite(uow: UnitOfWork, now: float) -> ValueRepairSummary:

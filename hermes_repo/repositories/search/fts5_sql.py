@@ -1,32 +1,23 @@
 """The SQLite search's statements, and how they are sent.
 
-See :mod:`hermes_repo.repositories.search` for the routing and ranking policy.
+See :mod:`hermes_repo.repositories.search` for the routing and ranking policy, and
+:mod:`.fts5` for the dialect that sends them.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from ..schema import fts
-from .statements import Cursor, Db, fetch
+from ...schema import fts
+from ..statements import Cursor, Db, fetch
 
-__all__ = ["PROBE", "RANK_ALL", "RANK_TOP", "Facts", "facts_sql", "run_query"]
+__all__ = ["PROBE", "RANK_ALL", "RANK_TOP", "facts_sql", "run_query"]
 
 PROBE = (
     "SELECT count(*) FROM (SELECT 1 FROM messages_fts WHERE messages_fts MATCH :phrase LIMIT :n)"
 )
-
-
-@dataclass(frozen=True)
-class Facts:
-    """What one statement told before the search ran (see :meth:`SearchRepository._facts`)."""
-
-    cookie: int
-    long_rows: frozenset[str]  # the indexes with rows beyond their cap
-    counts: list[int] | None  # each word term's bounded hit count, when probed
 
 
 @lru_cache(maxsize=64)
