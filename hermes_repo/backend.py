@@ -83,6 +83,11 @@ class Backend:
         """After rows were inserted with explicit ids, make the next generated id follow
         the largest one (SQLite's rowid does by itself)."""
 
+    def take_turns(self, conn: Connection, key: str) -> None:
+        """Until the transaction ends, hold a lock named ``key`` that other transactions
+        taking the same key wait for (SQLite: a writer holds the whole database already,
+        BEGIN IMMEDIATE, nothing to take)."""
+
 
 class SqliteBackend(Backend):
     """An SQLite store file."""
@@ -157,6 +162,13 @@ class PostgresBackend(Backend):
         from sqlalchemy import text
 
         conn.execute(text(f"SET LOCAL lock_timeout = {int(ms)}"))
+
+    def take_turns(self, conn: Connection, key: str) -> None:
+        # Writers interleave under READ COMMITTED: a transaction-scoped advisory lock
+        # orders the ones that name the same key (released at COMMIT or ROLLBACK).
+        from sqlalchemy import text
+
+        conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": key})
 
     def continue_ids(self, conn: Connection, table: str, column: str) -> None:
         # Explicit ids do not move the id sequence: the next insert would reuse one.

@@ -12,9 +12,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from sqlalchemy import select, text, update
+from sqlalchemy import select, update
 
-from ..backend import Backend
+from ..backend import Backend, backend_of
 from ..codec import dumps
 from ..codec.checks import check_server_text
 from ..errors import ImportSourceError
@@ -100,10 +100,7 @@ def _lock_session(uow: UnitOfWork, sid: str) -> None:
     both find it missing and both insert it (a unique violation). The lock is held
     until the unit commits; SQLite writers take turns already (BEGIN IMMEDIATE)."""
     conn = uow.connection
-    if conn.dialect.name == "postgresql":
-        conn.execute(
-            text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": "hermes-import:" + sid}
-        )
+    backend_of(conn).take_turns(conn, "hermes-import:" + sid)
 
 
 def _stored_rows(
@@ -210,7 +207,7 @@ def _finish(
     version replayed until now kept as an archived row), active states followed, rows
     gone from the source archived, the counters recomputed."""
     now = time.time()
-    server = uow.connection.dialect.name != "sqlite"
+    server = not backend_of(uow.connection).is_file
     for row_id, keep, m in edits:
         if keep:  # the version replayed until now stays in the audit trail
             keep_copy(uow.connection, item.sid, row_id, edited_reason(row_id), now)
