@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from .backend import SQLITE, Backend
 from .errors import ConfigurationError, UnsafePathError
 from .homes import DB_NAME as DB_NAME
-from .homes import check_not_hermes_file
+from .homes import check_not_hermes_file, note_in_use
 from .homes import default_home as default_home
 
 if TYPE_CHECKING:
@@ -311,6 +311,9 @@ def create_store_engine(
     # SQLITE_USE_URI would parse as a URI anyway. Every byte of the path is taken as is.
     url = URL.create("sqlite+pysqlite", database=str(Path(db_path).absolute()))
     engine = create_engine(url, module=drv.module, **engine_kwargs)
+    # Its connections hold POSIX locks on the file: nothing may now read the file itself
+    # to classify it (a descriptor closed there would drop those locks).
+    note_in_use(db_path, engine)
     engine.info_driver = drv  # type: ignore[attr-defined]
     event.listen(engine, "connect", _on_connect(drv, busy_timeout_ms, journal_switch))
     event.listen(engine, "begin", _on_begin)

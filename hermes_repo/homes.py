@@ -27,8 +27,11 @@ import shutil
 import sqlite3
 import stat
 import tempfile
+import threading
+import weakref
+from collections import Counter
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from .errors import HermesAgentFileError
 
@@ -38,6 +41,9 @@ __all__ = [
     "check_not_hermes_file",
     "default_home",
     "hermes_home",
+    "in_use",
+    "note_in_use",
+    "read_head",
     "store_kind",
 ]
 
@@ -47,6 +53,86 @@ STORE_FOLDER = "hermes-repo"
 
 StoreKind = Literal["none", "ours", "hermes", "unknown"]
 _HEADER = b"SQLite format 3\x00"
+
+
+# The store files this process has SQLite connections on (an engine of ours, the doctor's
+# connection), by real path. Reading such a file to classify it would be unsafe: closing
+# any descriptor of a file drops every POSIX lock the process holds on it, the locks of
+# SQLite's own connections included (SQLite's "how to corrupt", 2.2). Such a file is ours
+# anyway: nothing of ours opens Hermes' file as a store.
+_IN_USE: Counter[str] = Counter()
+_IN_USE_LOCK = threading.Lock()
+
+
+def _file_key(db_path: Path) -> str:
+    return os.path.realpath(db_path)  # opens no descriptor
+
+
+def note_in_use(db_path: Path, owner: Any) -> None:
+    """Record that ``owner`` (an engine: anything that takes a weak reference) may hold
+    SQLite connections on ``db_path`` until it is garbage collected."""
+    key = _file_key(db_path)
+    with _IN_USE_LOCK:
+        _IN_USE[key] += 1
+    weakref.finalize(owner, _released, key)
+
+
+# Descriptors :func:`read_head` opened on a file in use, kept open until nothing of ours
+# uses the file any more (SQLite defers its own closes the same way).
+_KEPT_FDS: dict[str, list[int]] = {}
+
+
+def _released(key: str) -> None:
+    with _IN_USE_LOCK:
+        _IN_USE[key] -= 1
+        if _IN_USE[key] <= 0:
+            del _IN_USE[key]
+            for fd in _KEPT_FDS.pop(key, []):
+                os.close(fd)
+
+
+def read_head(db_path: Path, size: int) -> bytes:
+    """The first ``size`` bytes of ``db_path``, read without ever closing a descriptor of
+    a file this process has SQLite connections on (see :data:`_IN_USE`): there the
+    descriptor is kept for the next read. Raises ``OSError`` as ``open`` does."""
+    key = _file_key(db_path)
+    with _IN_USE_LOCK:
+        if _IN_USE[key] > 0:
+            kept = _KEPT_FDS.setdefault(key, [])
+            st = os.stat(db_path)
+            fd = next((f for f in kept if _same_file(f, st)), None)
+            if fd is None:  # first read, or the file was replaced: the old one stays open
+                fd = os.open(db_path, os.O_RDONLY | os.O_CLOEXEC)
+                kept.append(fd)
+            return os.pread(fd, size, 0)
+    with open(db_path, "rb") as fh:
+        return fh.read(size)
+
+
+def _same_file(fd: int, st: os.stat_result) -> bool:
+    here = os.fstat(fd)
+    return (here.st_dev, here.st_ino) == (st.st_dev, st.st_ino)
+
+
+class in_use:
+    """While the block runs, ``db_path`` counts as a file this process has open (for a
+    raw driver connection, which takes no weak reference)."""
+
+    def __init__(self, db_path: Path) -> None:
+        self._key = _file_key(db_path)
+
+    def __enter__(self) -> None:
+        with _IN_USE_LOCK:
+            _IN_USE[self._key] += 1
+
+    def __exit__(self, *exc: object) -> None:
+        _released(self._key)
+
+
+def _opened_here(db_path: Path) -> bool:
+    key = _file_key(db_path)
+    with _IN_USE_LOCK:
+        return _IN_USE[key] > 0
 
 
 def hermes_home() -> Path:
@@ -69,6 +155,8 @@ def store_kind(db_path: Path) -> StoreKind:
         return "unknown"
     if st.st_size == 0:
         return "none"
+    if _opened_here(db_path):
+        return "ours"  # never read: see _IN_USE
     try:
         with open(db_path, "rb") as fh:
             if fh.read(len(_HEADER)) != _HEADER:

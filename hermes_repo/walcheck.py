@@ -42,6 +42,7 @@ from pathlib import Path
 from .engine import check_journal_files
 from .errors import StoreFileReplacedError, WalSaveError
 from .holders import lock_pids
+from .homes import read_head
 from .schema.files import free_bytes, fsync_dir, recovered_path, side_file
 
 __all__ = [
@@ -375,8 +376,7 @@ def refuse_removed_wal(db_path: Path) -> None:
     try:
         if os.stat(shm).st_size == 0:
             return
-        with open(db_path, "rb") as f:
-            head = f.read(20)
+        head = read_head(db_path, 20)  # never a descriptor closed under our locks
     except OSError:
         return
     if len(head) < 20 or head[18] != 2 or head[19] != 2:

@@ -19,6 +19,7 @@ from ... import walcheck
 from ...codec.text import NOT_UTF8, lenient_text, not_utf8
 from ...engine import DB_NAME, Driver, check_journal_files
 from ...errors import DoctorReadError, JournalFileError, StoreFileReplacedError, UnsafePathError
+from ...homes import in_use, read_head
 from ...schema.files import read_only_uri
 from ...schema.tables import COUNT_SQL
 
@@ -95,6 +96,7 @@ class DoctorContext:
         self.db_path = home / DB_NAME
         self.driver = driver
         self._conn: Any = None
+        self._in_use: in_use | None = None
         self._header: bytes | None = None
         self._header_read = False
         #: What the checks run so far found (a later check may depend on it: whether
@@ -112,8 +114,8 @@ class DoctorContext:
         if not self._header_read:
             self._header_read = True
             try:
-                with open(self.db_path, "rb") as f:
-                    self._header = f.read(100)
+                # Never a descriptor closed on a file this process has open (homes).
+                self._header = read_head(self.db_path, 100)
             except OSError:
                 self._header = None
         return self._header
@@ -153,6 +155,10 @@ class DoctorContext:
             except self.driver.module.Error as exc:
                 raise DoctorReadError(error_text(exc)) from exc
             self._conn = conn
+            # Its read lock must outlive every check: nothing may now read the file
+            # itself to classify it (see homes.note_in_use).
+            self._in_use = in_use(self.db_path)
+            self._in_use.__enter__()
         return self._conn
 
     def rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -180,6 +186,14 @@ class DoctorContext:
     def close(self) -> None:
         """Roll the read transaction back and close the connection."""
         conn, self._conn = self._conn, None
+        held, self._in_use = self._in_use, None
+        try:
+            self._close(conn)
+        finally:
+            if held is not None:  # once the connection and its locks are gone
+                held.__exit__(None, None, None)
+
+    def _close(self, conn: Any) -> None:
         if conn is not None:
             try:
                 if conn.in_transaction:
