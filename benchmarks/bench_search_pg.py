@@ -87,7 +87,10 @@ def _fill(engine: Any, url: str, size: int) -> tuple[str, int]:
             copy.write_row([row.get(c) for c in COLUMNS])
     t0 = time.perf_counter()
     with engine.begin() as conn:
-        for statement in pg_search.CREATE_STATEMENTS:
+        # The statements are templates: each extension's schema (installed first when
+        # missing, as revision 0004 does) fills its mark before they reach the server.
+        schemas = pg_search.extension_schemas(conn)
+        for statement in pg_search.render(pg_search.CREATE_STATEMENTS, schemas):
             conn.execute(text(statement))
     ddl_s = time.perf_counter() - t0
     with psycopg.connect(url, autocommit=True) as raw:

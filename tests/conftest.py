@@ -12,9 +12,19 @@ Both backends: a test that asks for ``backend`` runs once on SQLite and once on
 PostgreSQL. On PostgreSQL it gets a fresh database (``CREATE DATABASE ... TEMPLATE`` of
 one migrated once per run) exported as ``HERMES_REPO_URL``, so ``store``,
 ``StateStore.open(home)`` and the CLI's subprocesses all use it, while ``home`` keeps
-the spool. Without ``HERMES_TEST_PG_URL`` those runs skip, naming the command that runs
-them; with ``HERMES_TEST_REQUIRE_PG=1`` they fail instead. Tests marked ``sqlite_only``
-(every test under tests/faults but the PostgreSQL ones) never run on PostgreSQL.
+the spool. Tests marked ``sqlite_only`` (every test under tests/faults but the
+PostgreSQL ones) never run on PostgreSQL.
+
+The one PostgreSQL selector is the ``pg`` marker: ``pytest -m pg`` runs exactly the
+tests that need the server, ``pytest -m "not pg"`` never touches one. It is put on for
+you on the PostgreSQL run of a ``backend`` test and on every test that uses the
+``pg_server`` fixture (``pg_template`` and the fixtures built on them included); a test
+that reaches the server another way (``tests.support.pg.required_url``, through
+``pg_search_db`` or ``copying.pg_target``) says ``@pytest.mark.pg`` itself, and one
+that does not fails, naming the marker. A ``pg`` test without ``HERMES_TEST_PG_URL``
+skips before its fixtures run, naming the command that runs it; with
+``HERMES_TEST_REQUIRE_PG=1`` it fails instead (``tests.support.pg.required_url``: the
+one availability rule).
 """
 
 from __future__ import annotations
@@ -32,6 +42,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from hermes_repo import StateStore, quarantine  # noqa: E402
+from tests.support import pg  # noqa: E402
 from tests.support.fts_checks import seed_store  # noqa: E402
 from tests.support.pg import PgServer  # noqa: E402
 from tests.support.stores import copy_store  # noqa: E402
@@ -47,27 +58,51 @@ settings.load_profile("hermes")
 os.environ.pop("HERMES_REPO_URL", None)
 
 BACKENDS = ("sqlite", "postgresql")
-_PG_URL_ENV = "HERMES_TEST_PG_URL"
-_PG_REQUIRE_ENV = "HERMES_TEST_REQUIRE_PG"
-_PG_HOW = "make test-pg"
+#: The fixture through which tests reach the PostgreSQL test server.
+_PG_FIXTURE = "pg_server"
+
+
+def _uses_pg_server(item: pytest.Item) -> bool:
+    """The test itself needs the server (its fixtures, or its own ``pg`` marker), on
+    whichever run of ``backend`` it is."""
+    return _PG_FIXTURE in getattr(item, "fixturenames", ()) or (
+        item.get_closest_marker("pg") is not None
+    )
+
+
+def _on_pg_backend(item: pytest.Item) -> bool:
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and callspec.params.get("backend") == "postgresql"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     faults = ROOT / "tests" / "faults"
     keep, dropped = [], []
     for item in items:
-        path = Path(str(item.path))
-        if faults in path.parents and not path.name.startswith("test_pg_"):
+        needs_server = _uses_pg_server(item)
+        if faults in Path(str(item.path)).parents and not needs_server:
             item.add_marker(pytest.mark.sqlite_only)
-        callspec = getattr(item, "callspec", None)
-        on_pg = callspec is not None and callspec.params.get("backend") == "postgresql"
+        on_pg = _on_pg_backend(item)
         if on_pg and item.get_closest_marker("sqlite_only") is not None:
             dropped.append(item)
-        else:
-            keep.append(item)
+            continue
+        if (needs_server or on_pg) and item.get_closest_marker("pg") is None:
+            item.add_marker(pytest.mark.pg)
+        keep.append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # Before any fixture (a session-scoped template would otherwise be built first):
+    # a pg test skips (or fails, when the server is required) here, and only a pg test
+    # may ask tests.support.pg for the server.
+    marked = item.get_closest_marker("pg") is not None
+    pg.allow_server(marked)
+    if marked:
+        pg.required_url()
 
 
 @pytest.fixture(autouse=True)
@@ -81,14 +116,9 @@ def _isolated_hermes_home(
 
 @pytest.fixture(scope="session")
 def pg_server() -> PgServer:
-    """The PostgreSQL server of ``HERMES_TEST_PG_URL`` (skip, or fail when required)."""
-    url = os.environ.get(_PG_URL_ENV, "").strip()
-    if not url:
-        why = f"no PostgreSQL server: set {_PG_URL_ENV}, or run `{_PG_HOW}`"
-        if os.environ.get(_PG_REQUIRE_ENV) == "1":
-            pytest.fail(f"{_PG_REQUIRE_ENV}=1 but {why}")
-        pytest.skip(why)
-    return PgServer(url)
+    """The PostgreSQL server of ``HERMES_TEST_PG_URL`` (skip, or fail when required);
+    a test using it is a ``pg`` test."""
+    return PgServer(pg.required_url())
 
 
 @pytest.fixture(scope="session")

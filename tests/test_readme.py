@@ -123,7 +123,12 @@ def _shell_script(code: str) -> tuple[str, set[str]]:
     return "\n".join(lines) + "\n", extras
 
 
-@pytest.mark.parametrize("block", BLOCKS, ids=lambda b: b.id)
+@pytest.mark.parametrize(
+    "block",
+    # A block naming a PostgreSQL URL runs on a fresh database of the test server.
+    [pytest.param(b, marks=[pytest.mark.pg] if _PG_URL.search(b.code) else []) for b in BLOCKS],
+    ids=lambda b: b.id,
+)
 def test_readme_block_runs_as_written(
     block: Block, fresh_venv: Path, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:

@@ -11,7 +11,7 @@ from hermes_repo import StateStore
 from hermes_repo.engine import create_store_engine
 from hermes_repo.schema import migrate
 from tests.cli.conftest import Cli
-from tests.support.copying import fill_odd_store, pg_target, requires_pg, store_rows
+from tests.support.copying import fill_odd_store, pg_target, store_rows
 
 
 @pytest.fixture
@@ -125,7 +125,7 @@ def test_help_shows_the_target_forms_with_examples(cli: Cli) -> None:
         assert needle in result.stdout
 
 
-@requires_pg
+@pytest.mark.pg
 def test_copy_to_postgresql_and_back_through_the_cli(
     tmp_path: Path, cli: Cli, source: Path
 ) -> None:

@@ -25,7 +25,7 @@ from hermes_repo.engine import select_driver
 from hermes_repo.ops.doctor import check_copy, diagnose
 from hermes_repo.schema.copy_mark import COPIED_FROM_KEY, COPY_MARK_KEY, STORE_ID_KEY
 from tests.cli.conftest import SCRIPT, Cli
-from tests.support.copying import fill_plain_store, pg_target, requires_pg, store_rows
+from tests.support.copying import fill_plain_store, pg_target, store_rows
 from tests.support.processes import reaped
 
 SESSIONS, PER_SESSION, BATCH = 4, 60, 4
@@ -181,7 +181,7 @@ def test_a_killed_copy_into_sqlite_is_reported_and_the_printed_command_finishes_
     assert diagnose(home, checks=[check_copy]).healthy
 
 
-@requires_pg
+@pytest.mark.pg
 def test_a_killed_copy_into_postgresql_is_reported_and_the_printed_command_finishes_it(
     tmp_path: Path, cli: Cli, source: Path
 ) -> None:

@@ -24,13 +24,12 @@ from tests.support.copying import (
     meta_value,
     new_home,
     pg_target,
-    requires_pg,
     set_meta,
     store_rows,
     store_with_session,
 )
 
-pytestmark = requires_pg
+pytestmark = pytest.mark.pg
 
 
 @pytest.fixture

@@ -17,6 +17,8 @@ from hermes_repo.repositories.search_pg import PgSearchRepository
 from hermes_repo.schema import pg_search
 from tests.support.pg_search_db import pg_database
 
+pytestmark = pytest.mark.pg
+
 
 @pytest.fixture
 def pg() -> Iterator[Engine]:

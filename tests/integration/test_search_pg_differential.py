@@ -251,6 +251,7 @@ def test_the_query_list_covers_the_whole_language() -> None:
     assert len(set(QUERIES)) == len(QUERIES)
 
 
+@pytest.mark.pg
 @pytest.mark.parametrize("query", QUERIES)
 def test_the_postgresql_dialect_finds_the_same_messages_as_the_fts5_dialect(
     backends: tuple[StateStore, Engine], query: str
@@ -264,6 +265,7 @@ def test_the_postgresql_dialect_finds_the_same_messages_as_the_fts5_dialect(
         assert len(got) == len(_ids(got)), "a message came back twice"
 
 
+@pytest.mark.pg
 @pytest.mark.parametrize("query", QUERIES[::7])
 def test_the_store_searches_through_its_backends_dialect(
     backends: tuple[StateStore, Engine], query: str
@@ -279,6 +281,7 @@ def test_the_store_searches_through_its_backends_dialect(
         ), (query, filters)
 
 
+@pytest.mark.pg
 def test_the_corpus_makes_the_comparison_meaningful(backends: tuple[StateStore, Engine]) -> None:
     """Most queries find something and some find nothing: equal empty sets prove nothing."""
     store, _ = backends
@@ -287,6 +290,7 @@ def test_the_corpus_makes_the_comparison_meaningful(backends: tuple[StateStore, 
     assert len(QUERIES) - len(found) >= 2
 
 
+@pytest.mark.pg
 def test_hits_carry_the_row_and_a_marked_snippet(backends: tuple[StateStore, Engine]) -> None:
     store, engine = backends
     for query, marked in [("zebracorn", "zebracorn"), ("部署", "部署"), ("🚀", "🚀")]:

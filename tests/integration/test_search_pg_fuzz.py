@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine
@@ -11,6 +12,8 @@ from hermes_repo.repositories.search_pg import PgSearchRepository
 from tests.integration.test_search_pg_differential import CORPUS, LIMIT, backends
 
 __all__ = ["backends"]
+
+pytestmark = pytest.mark.pg
 
 _WORDS = sorted({w for row in CORPUS if isinstance(row[2], str) for w in row[2].split()})
 _CHARS = sorted({ch for row in CORPUS if isinstance(row[2], str) for ch in row[2]})

@@ -6,6 +6,7 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import Engine, inspect, text
 from sqlalchemy.pool import NullPool
 
@@ -55,6 +56,7 @@ def _shape(engine: Engine) -> tuple[set[str], set[str]]:
     return columns, indexes
 
 
+@pytest.mark.pg
 def test_postgresql_search_objects_are_all_derived_names_and_drop_cleanly() -> None:
     with pg_database(search=False) as engine:
         before = _shape(engine)
@@ -75,6 +77,7 @@ def test_postgresql_search_objects_are_all_derived_names_and_drop_cleanly() -> N
             assert _shape(engine) == before
 
 
+@pytest.mark.pg
 def test_postgresql_vector_follows_updates_of_the_row() -> None:
     # The database keeps the generated column: an edit of the text or the tool name is
     # searchable at once, with no trigger that could be detached or drift.

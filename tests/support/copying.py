@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-import pytest
 from sqlalchemy import create_engine, select, text
 from sqlalchemy.engine import Connection, make_url
 
@@ -34,7 +33,6 @@ __all__ = [
     "meta_value",
     "new_home",
     "pg_target",
-    "requires_pg",
     "set_meta",
     "store_rows",
     "store_with_session",
@@ -42,9 +40,6 @@ __all__ = [
 
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[2]
-#: The PostgreSQL variants need the test server: the ``pg_server`` fixture skips them
-#: without one, or fails them under HERMES_TEST_REQUIRE_PG=1.
-requires_pg = pytest.mark.usefixtures("pg_server")
 HUGE = "長い" + "x" * (3 * 1024 * 1024) + "終"  # beyond both full-text caps
 
 

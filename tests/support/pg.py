@@ -41,14 +41,31 @@ URL_ENV = "HERMES_TEST_PG_URL"
 REQUIRE_ENV = "HERMES_TEST_REQUIRE_PG"
 
 
+#: Whether the running test is a ``pg`` test (set by the conftest before each test's
+#: fixtures); None outside a pytest run (a worker process, the script below).
+_server_allowed: bool | None = None
+
+
+def allow_server(allowed: bool) -> None:
+    """Let (or not) the test about to run reach the server through :func:`required_url`."""
+    global _server_allowed
+    _server_allowed = allowed
+
+
 def required_url() -> str:
     """The test server's URL; without one the calling test skips, saying how to get one,
     or fails when :data:`REQUIRE_ENV` is ``1`` (CI: a PostgreSQL test never skips there).
 
     Every test and support helper that needs the server gets it here or through the
-    ``pg_server`` fixture, which applies the same rule."""
+    ``pg_server`` fixture, which calls this. Only a test marked ``pg`` may: one that is
+    not fails, so that ``pytest -m "not pg"`` never needs a server."""
     import pytest  # only tests call this; the module also runs as a script
 
+    if _server_allowed is False:
+        pytest.fail(
+            "this test reaches the PostgreSQL test server but is not marked: add "
+            "@pytest.mark.pg (or use the pg_server fixture, which marks it)"
+        )
     url = os.environ.get(URL_ENV, "").strip()
     if url:
         return url

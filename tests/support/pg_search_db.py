@@ -1,9 +1,10 @@
 """Throwaway PostgreSQL databases holding the store's tables and the search objects.
 
 The server comes from ``HERMES_TEST_PG_URL`` (any database of it: the tests create and
-drop their own, named ``pgsearch_*``); without it the tests that need one are skipped
-with that reason. The schema comes from the migrations, as a store's does: revision
-0004 adds the search objects (``search=False`` stops just before it).
+drop their own, named ``pgsearch_*``), through ``tests.support.pg.required_url``: the
+tests that use it are marked ``pg``, and skip without a server. The schema comes from
+the migrations, as a store's does: revision 0004 adds the search objects
+(``search=False`` stops just before it).
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from tests.support.pg import required_url
 
 __all__ = ["MESSAGE_COLUMNS", "copy_rows", "pg_database", "server_url"]
 
-ENV = "HERMES_TEST_PG_URL"
 # The revision before the PostgreSQL search objects.
 _BEFORE_SEARCH = "0003_session_extra"
 
