@@ -16,15 +16,7 @@ import pytest
 
 from hermes_repo import StateStore
 from tests.cli.conftest import Cli
-
-
-def _session(home: Path) -> str:
-    with StateStore.open(home) as store:
-        with store.unit_of_work() as uow:
-            sid = uow.sessions.create(source="cli")
-            uow.commit()
-        store.append_message(sid, {"role": "user", "content": "export me"})
-    return sid
+from tests.support.stores import home_with_session
 
 
 @pytest.fixture
@@ -58,7 +50,7 @@ def _refused(cli: Cli, home: Path, sid: str, target: Path) -> str:
 def test_export_refuses_another_stores_wal_and_shm(
     home: Path, cli: Cli, other: tuple[Path, StateStore, str]
 ) -> None:
-    sid = _session(home)
+    sid = home_with_session(home, ["export me"])
     b_home, b_store, b_sid = other
     wal = b_home / "state.db-wal"
     assert wal.stat().st_size > 0  # the 50 messages are in the log, not yet in state.db
@@ -71,7 +63,7 @@ def test_export_refuses_another_stores_wal_and_shm(
 def test_export_refuses_a_wal_or_shm_by_its_first_bytes(
     home: Path, cli: Cli, other: tuple[Path, StateStore, str], tmp_path: Path
 ) -> None:
-    sid = _session(home)
+    sid = home_with_session(home, ["export me"])
     b_home, _, _ = other
     loose = tmp_path / "loose"
     loose.mkdir()
@@ -84,7 +76,7 @@ def test_export_refuses_a_wal_or_shm_by_its_first_bytes(
 def test_export_refuses_another_stores_spool_files(
     home: Path, cli: Cli, other: tuple[Path, StateStore, str], tmp_path: Path
 ) -> None:
-    sid = _session(home)
+    sid = home_with_session(home, ["export me"])
     b_home, _, _ = other
     spool = b_home / "sessions"
     spool.mkdir(exist_ok=True)
@@ -97,7 +89,7 @@ def test_export_refuses_another_stores_spool_files(
 
 
 def test_export_refuses_the_journal_of_any_database(home: Path, cli: Cli, tmp_path: Path) -> None:
-    sid = _session(home)
+    sid = home_with_session(home, ["export me"])
     plain = tmp_path / "plain"
     plain.mkdir()
     shutil.copyfile(home / "state.db", plain / "app.db")
@@ -109,7 +101,7 @@ def test_export_refuses_the_journal_of_any_database(home: Path, cli: Cli, tmp_pa
 
 
 def test_export_still_writes_an_ordinary_file(home: Path, cli: Cli, tmp_path: Path) -> None:
-    sid = _session(home)
+    sid = home_with_session(home, ["export me"])
     out = tmp_path / "exports" / "s.jsonl"
     out.parent.mkdir()
     result = cli("--home", home, "sessions", "export", sid, "-o", out)

@@ -14,21 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from hermes_repo import StateStore
 from tests.cli.conftest import Cli
 from tests.support.disks import small_tmpfs
+from tests.support.stores import home_with_session
 
 HEADER = b"SQLite format 3\x00"
 
 
 def _session(home: Path, *, messages: int = 3, size: int = 10) -> str:
-    with StateStore.open(home) as store:
-        with store.unit_of_work() as uow:
-            sid = uow.sessions.create(source="cli")
-            uow.commit()
-        for i in range(messages):
-            store.append_message(sid, {"role": "user", "content": f"{i}:" + "x" * size})
-    return sid
+    return home_with_session(home, [f"{i}:" + "x" * size for i in range(messages)])
 
 
 def _only_error_line(stderr: str) -> str:

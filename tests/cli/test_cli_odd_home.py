@@ -5,10 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.cli.conftest import Cli
-
-
-def _tree(root: Path) -> set[str]:
-    return {str(p.relative_to(root)) for p in root.rglob("*")}
+from tests.support.stores import paths_under
 
 
 def test_cli_works_with_an_oddly_named_home(tmp_path: Path, cli: Cli) -> None:
@@ -20,7 +17,7 @@ def test_cli_works_with_an_oddly_named_home(tmp_path: Path, cli: Cli) -> None:
         '{"role": "user", "content": "hello from an odd folder"}}\n',
         encoding="utf-8",
     )
-    before = _tree(tmp_path)
+    before = paths_under(tmp_path)
     imported = cli("--home", home, "import", jsonl)
     assert imported.code == 0, imported.stderr
     listed = cli("--home", home, "sessions", "list", "--json")
@@ -51,7 +48,7 @@ def test_cli_works_with_an_oddly_named_home(tmp_path: Path, cli: Cli) -> None:
     # The same home through HERMES_HOME.
     env_listed = cli("sessions", "list", "--json", env={"HERMES_HOME": str(home)})
     assert env_listed.code == 0 and "odd-1" in env_listed.stdout, env_listed.stderr
-    created = _tree(tmp_path) - before
+    created = paths_under(tmp_path) - before
     inside = ("bots", "bots/a?b#c%41 d é", "bots/export?x#y.jsonl", "cwd", "bots/rec?x#y%41")
     strays = sorted(
         p

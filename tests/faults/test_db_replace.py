@@ -24,6 +24,7 @@ from tests.cli.conftest import run_cli_from_root
 from tests.support import damage
 from tests.support.holding import held_by_another_process, opened_by_plain_sqlite
 from tests.support.incidents import PER_SESSION, advised_commands, quarantined_mid_write
+from tests.support.stores import new_session
 
 MODULE = select_driver().module
 WAL = select_driver().journal_mode == "WAL"
@@ -125,7 +126,7 @@ def test_replace_refuses_a_file_that_is_not_a_sound_store(home: Path, tmp_path: 
     damaged = tmp_path / "damaged" / "state.db"
     damaged.parent.mkdir()
     with StateStore.open(damaged.parent) as store:
-        sid = _session(store)
+        sid = new_session(store)
         for i in range(50):
             store.append_message(sid, {"role": "user", "content": f"{i} " + "x " * 200})
     damage.checkpoint_and_close(damaged, module=MODULE)
@@ -137,10 +138,3 @@ def test_replace_refuses_a_file_that_is_not_a_sound_store(home: Path, tmp_path: 
     assert damage.file_digest(home / "state.db") == before
     assert not list(home.glob("state.db.replaced-*"))
     assert not list(home.glob(".state.db.replace-*"))
-
-
-def _session(store: StateStore) -> str:
-    with store.unit_of_work() as uow:
-        sid = uow.sessions.create()
-        uow.commit()
-    return sid

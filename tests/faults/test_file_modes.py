@@ -5,7 +5,6 @@ was world-readable and the process's umask lets new files be so."""
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,17 +14,7 @@ from sqlalchemy import text
 from hermes_repo import StateStore
 from hermes_repo.ops.repair import repair_store
 from hermes_repo.ops.replace import replace_store
-
-
-def _session(store: StateStore, sid: str, content: str) -> None:
-    with store.unit_of_work() as uow:
-        uow.sessions.create(id=sid)
-        uow.commit()
-    store.append_message(sid, {"role": "user", "content": content})
-
-
-def _mode(path: Path) -> int:
-    return stat.S_IMODE(path.stat().st_mode)
+from tests.support.stores import file_mode, session_with_messages
 
 
 @pytest.fixture
@@ -41,17 +30,17 @@ def open_umask() -> Iterator[None]:
 @pytest.mark.usefixtures("open_umask")
 def test_a_replaced_store_and_the_files_set_aside_are_private(home: Path, tmp_path: Path) -> None:
     with StateStore.open(home) as store:
-        _session(store, "old", "before")
+        session_with_messages(store, ["before"], "old")
     other = tmp_path / "other"
     with StateStore.open(other) as store:
-        _session(store, "new", "after")
+        session_with_messages(store, ["after"], "new")
     new = other / "state.db"
     new.chmod(0o644)  # e.g. copied in by hand
 
     result = replace_store(home, new)
 
-    assert _mode(home / "state.db") == 0o600
-    assert result.aside and all(_mode(Path(p)) == 0o600 for p in result.aside)
+    assert file_mode(home / "state.db") == 0o600
+    assert result.aside and all(file_mode(Path(p)) == 0o600 for p in result.aside)
     with StateStore.open(home) as store:
         assert [s.id for s in store.list_sessions()] == ["new"]
 
@@ -59,11 +48,11 @@ def test_a_replaced_store_and_the_files_set_aside_are_private(home: Path, tmp_pa
 @pytest.mark.usefixtures("open_umask")
 def test_a_repair_backup_is_private(home: Path) -> None:
     with StateStore.open(home) as store:
-        _session(store, "s", "x")
+        session_with_messages(store, ["x"], "s")
         with store.engine.begin() as conn:  # a value the repair rewrites: a change
             conn.execute(text("UPDATE messages SET timestamp = 'yesterday'"))
 
     report = repair_store(home)
 
     assert report.ok, report.summary
-    assert report.backup is not None and _mode(report.backup) == 0o600
+    assert report.backup is not None and file_mode(report.backup) == 0o600

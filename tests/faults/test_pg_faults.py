@@ -11,7 +11,6 @@ fires.
 
 from __future__ import annotations
 
-import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,7 +28,8 @@ from hermes_repo import (
 )
 from hermes_repo.errors import ErrorKind, classify, pg_sqlstate
 from hermes_repo.uow import UnitOfWork
-from tests.support.pg import PgServer
+from tests.support.pg import PgServer, free_port
+from tests.support.stores import new_session
 
 
 @pytest.fixture
@@ -53,13 +53,6 @@ def _admin(url: str) -> psycopg.Connection[tuple[object, ...]]:
     return psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True)
 
 
-def _session(store: StateStore) -> str:
-    with store.unit_of_work() as uow:
-        sid = uow.sessions.create(source="cli")
-        uow.commit()
-    return sid
-
-
 def _sqlstates(exc: BaseException) -> list[str]:
     found, err = [], exc.__cause__
     while err is not None:
@@ -78,7 +71,7 @@ def _no_sqlite_rules_fired(store: StateStore) -> None:
 def test_a_lock_past_lock_timeout_is_replayed_whole_until_the_holder_lets_go(
     pg_store: StateStore, pg_url: str
 ) -> None:
-    sid = _session(pg_store)
+    sid = new_session(pg_store)
     locker = _admin(pg_url)
     locker.autocommit = False
     locker.execute("LOCK TABLE messages IN ACCESS EXCLUSIVE MODE")
@@ -104,7 +97,7 @@ def test_a_lock_held_for_the_whole_budget_ends_as_busy_naming_lock_timeout(
     tmp_path: Path, pg_url: str
 ) -> None:
     with StateStore.open(tmp_path / "pg-home", url=pg_url, write_budget_s=1) as store:
-        sid = _session(store)
+        sid = new_session(store)
         locker = _admin(pg_url)
         locker.autocommit = False
         locker.execute("LOCK TABLE messages IN ACCESS EXCLUSIVE MODE")
@@ -127,7 +120,7 @@ def test_a_lock_held_for_the_whole_budget_ends_as_busy_naming_lock_timeout(
 def test_a_terminated_backend_between_two_writes_is_replaced_transparently(
     pg_store: StateStore, pg_url: str
 ) -> None:
-    sid = _session(pg_store)
+    sid = new_session(pg_store)
     pg_store.append_message(sid, {"role": "user", "content": "one"})
     pid = pg_store.read(lambda conn: conn.execute(text("SELECT pg_backend_pid()")).scalar_one())
     with _admin(pg_url) as admin:
@@ -141,7 +134,7 @@ def test_a_terminated_backend_between_two_writes_is_replaced_transparently(
 def test_a_connection_killed_inside_a_unit_replays_the_whole_unit(
     pg_store: StateStore, pg_url: str
 ) -> None:
-    sid = _session(pg_store)
+    sid = new_session(pg_store)
     attempts = []
 
     def work(uow: UnitOfWork) -> int:
@@ -165,7 +158,7 @@ def test_a_connection_killed_inside_a_unit_replays_the_whole_unit(
 def test_a_deadlock_victim_unit_is_replayed_and_both_transactions_finish(
     pg_store: StateStore, pg_url: str
 ) -> None:
-    a, b = _session(pg_store), _session(pg_store)
+    a, b = new_session(pg_store), new_session(pg_store)
     rival = _admin(pg_url)
     rival.autocommit = False
     # The rival waits long before looking for a deadlock: the store's unit is the one
@@ -224,17 +217,11 @@ def test_a_statement_timeout_is_reported_once_not_retried(pg_store: StateStore) 
     assert set(_sqlstates(caught.value)) == {"57014"}
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_a_server_that_refuses_connections_is_transient_and_never_shows_the_password(
     tmp_path: Path,
 ) -> None:
     home = tmp_path / "pg-home"
-    url = f"postgresql+psycopg://postgres:s3cret-pw@127.0.0.1:{_closed_port()}/nowhere"
+    url = f"postgresql+psycopg://postgres:s3cret-pw@127.0.0.1:{free_port()}/nowhere"
     with pytest.raises(DatabaseBusyError) as caught:
         StateStore.open(home, url=url, write_budget_s=0.5)
     message = str(caught.value)
@@ -264,7 +251,7 @@ def _terminate_every_other_backend(url: str) -> int:
 def test_consecutive_appends_check_out_no_connection_after_the_first(
     pg_store: StateStore,
 ) -> None:
-    sid = _session(pg_store)
+    sid = new_session(pg_store)
     pg_store.append_message(sid, {"role": "user", "content": "first"})
     checkouts: list[object] = []
     event.listen(pg_store.engine.pool, "checkout", lambda *a: checkouts.append(a[0]))
@@ -277,7 +264,7 @@ def test_consecutive_appends_check_out_no_connection_after_the_first(
 def test_an_append_after_the_server_dropped_the_kept_connection_is_replayed(
     pg_store: StateStore, pg_url: str
 ) -> None:
-    sid = _session(pg_store)
+    sid = new_session(pg_store)
     pg_store.append_message(sid, {"role": "user", "content": "one"})
     assert _terminate_every_other_backend(pg_url) >= 1
     pg_store.append_message(sid, {"role": "assistant", "content": "two"})
@@ -288,7 +275,7 @@ def test_an_append_after_the_server_dropped_the_kept_connection_is_replayed(
 
 
 def test_an_append_to_a_missing_session_still_names_the_session(pg_store: StateStore) -> None:
-    sid = _session(pg_store)
+    sid = new_session(pg_store)
     pg_store.append_message(sid, {"role": "user", "content": "one"})
     with pytest.raises(NotFoundError, match="nosuch"):
         pg_store.append_message("nosuch", {"role": "user", "content": "x"})

@@ -26,6 +26,7 @@ from tests.support.lostreply import LostReply
 from tests.support.pg import PgServer
 from tests.support.pg_cluster import Rows
 from tests.support.spooling import convo, uids
+from tests.support.stores import new_session
 
 
 @pytest.fixture
@@ -56,13 +57,6 @@ def rows(pg_url: str) -> Rows:
     return Rows(pg_url)
 
 
-def _session(store: StateStore, sid: str = "s-lost") -> str:
-    with store.unit_of_work() as uow:
-        uow.sessions.create(source="cli", id=sid)
-        uow.commit()
-    return sid
-
-
 def _once(rows: Rows) -> None:
     assert rows.duplicated_uids() == [] and rows.counter_drift() == []
 
@@ -74,7 +68,7 @@ def _ids(rows: Rows, sid: str) -> list[int]:
 def test_append_message_without_uid_lands_once_and_returns_its_row_id(
     store: StateStore, proxy: LostReply, rows: Rows
 ) -> None:
-    sid = _session(store)
+    sid = new_session(store, "s-lost")
     proxy.arm()
     row_id = store.append_message(sid, {"role": "user", "content": "hello"})
     assert proxy.cuts == 1  # the reply was really lost
@@ -85,7 +79,7 @@ def test_append_message_without_uid_lands_once_and_returns_its_row_id(
 def test_append_message_with_uid_returns_the_row_it_stored_not_a_conflict(
     store: StateStore, proxy: LostReply, rows: Rows
 ) -> None:
-    sid = _session(store)
+    sid = new_session(store, "s-lost")
     proxy.arm()
     row_id = store.append_message(sid, {"role": "user", "content": "hi", "uid": "u-1"})
     assert proxy.cuts == 1
@@ -102,7 +96,7 @@ def test_append_message_with_uid_returns_the_row_it_stored_not_a_conflict(
 def test_append_messages_without_uids_stores_each_message_once(
     store: StateStore, proxy: LostReply, rows: Rows
 ) -> None:
-    sid = _session(store)
+    sid = new_session(store, "s-lost")
     proxy.arm()
     assert store.append_messages(sid, convo(2)) == 2
     assert proxy.cuts == 1
@@ -123,7 +117,7 @@ def test_a_session_created_without_an_id_is_created_once_and_its_id_returned(
 def test_a_commit_cut_before_it_reached_the_server_is_written_again_once(
     store: StateStore, proxy: LostReply, rows: Rows
 ) -> None:
-    sid = _session(store)
+    sid = new_session(store, "s-lost")
     proxy.arm(deliver=False)  # the server never sees the COMMIT: it rolls back
     row_id = store.append_message(sid, {"role": "user", "content": "again", "uid": "u-a"})
     assert proxy.cuts == 1
@@ -134,7 +128,7 @@ def test_a_commit_cut_before_it_reached_the_server_is_written_again_once(
 def test_a_unit_that_writes_no_identity_is_settled_by_its_transaction_id(
     store: StateStore, proxy: LostReply, rows: Rows
 ) -> None:
-    sid = _session(store)
+    sid = new_session(store, "s-lost")
     attempts: list[int] = []
 
     def bump(uow: UnitOfWork) -> str:
@@ -268,7 +262,7 @@ def test_a_flush_behind_another_hosts_row_lock_gives_up_at_its_budget_and_spools
     # No proxy: the lock is the fault. The holder keeps the session row locked until
     # after the flush returned, so only the flush's own lock_timeout can end its wait.
     with StateStore.open(tmp_path / "pg-home", url=pg_url) as store:
-        sid = _session(store, "s-locked")
+        sid = new_session(store, "s-locked")
         holder = psycopg.connect(pg_url.replace("postgresql+psycopg://", "postgresql://"))
         try:
             holder.execute("SELECT id FROM sessions WHERE id = %s FOR UPDATE", (sid,))
@@ -289,7 +283,7 @@ def test_a_write_behind_a_row_lock_ends_as_busy_naming_lock_timeout(
     tmp_path: Path, pg_url: str
 ) -> None:
     with StateStore.open(tmp_path / "pg-home", url=pg_url, write_budget_s=0.5) as store:
-        sid = _session(store, "s-locked")
+        sid = new_session(store, "s-locked")
         holder = psycopg.connect(pg_url.replace("postgresql+psycopg://", "postgresql://"))
         try:
             holder.execute("SELECT id FROM sessions WHERE id = %s FOR UPDATE", (sid,))

@@ -17,20 +17,12 @@ from tests.support.stores import fill_early_and_late
 MODULE = select_driver().module
 
 
-def _damage_last_leaf(db: Path) -> None:
-    damage.overwrite_page(db, damage.btree_pages(db, "messages", module=MODULE)[-1])
-
-
 def _damage_index_root(db: Path) -> None:
     damage.damage_root(db, "ix_messages_session_id_id", module=MODULE)
 
 
-def _digests(db: Path) -> tuple[str | None, str | None]:
-    return damage.file_digest(db), damage.file_digest(Path(f"{db}-wal"))
-
-
 @pytest.mark.parametrize(
-    "inflict", [_damage_last_leaf, _damage_index_root], ids=["leaf", "index-root"]
+    "inflict", [damage.damage_last_leaf, _damage_index_root], ids=["leaf", "index-root"]
 )
 def test_first_structural_error_quarantines_and_later_writes_never_reach_the_file(
     home: Path, inflict: object
@@ -43,16 +35,16 @@ def test_first_structural_error_quarantines_and_later_writes_never_reach_the_fil
         store.append_message("late", {"role": "user", "content": "after damage"})
     assert first.value.__cause__ is not None  # chained to SQLite's own error
     assert store.quarantined and store.health().quarantined
-    before = _digests(db)
+    before = damage.file_digests(db)
     for attempt in range(3):
         with pytest.raises(StateDbCorruptError):
             store.append_message("early", {"role": "user", "content": f"again {attempt}"})
         with pytest.raises(StateDbCorruptError):
             store.unit_of_work()
-    assert _digests(db) == before
+    assert damage.file_digests(db) == before
     wal = db.read_bytes()[18] == 2  # the header's file format version: 2 is WAL
     store.close()
-    assert _digests(db) == before, "close must not checkpoint a quarantined store"
+    assert damage.file_digests(db) == before, "close must not checkpoint a quarantined store"
     # The -wal (forensics) exists only in WAL mode; a rollback journal has none to keep.
     assert Path(f"{db}-wal").exists() is wal
     with pytest.raises(StateDbCorruptError, match="quarantined"):
@@ -74,7 +66,7 @@ def test_notadb_header_is_refused_at_open_and_quarantined(home: Path) -> None:
 
 def test_quarantined_pool_never_opens_a_new_connection(home: Path) -> None:
     fill_early_and_late(home)
-    _damage_last_leaf(home / "state.db")
+    damage.damage_last_leaf(home / "state.db")
     store = StateStore.open(home)
     opened: list[object] = []
     event.listen(store.engine, "connect", lambda *a: opened.append(a))
@@ -89,7 +81,7 @@ def test_quarantined_pool_never_opens_a_new_connection(home: Path) -> None:
 
 def test_reads_continue_where_the_file_allows(home: Path) -> None:
     fill_early_and_late(home)
-    _damage_last_leaf(home / "state.db")
+    damage.damage_last_leaf(home / "state.db")
     with StateStore.open(home) as store:
         with pytest.raises(StateDbCorruptError):
             store.append_message("late", {"role": "user", "content": "x"})
@@ -99,7 +91,7 @@ def test_reads_continue_where_the_file_allows(home: Path) -> None:
 
 def test_quarantine_is_per_file(home: Path, tmp_path: Path) -> None:
     fill_early_and_late(home)
-    _damage_last_leaf(home / "state.db")
+    damage.damage_last_leaf(home / "state.db")
     with StateStore.open(home) as damaged:
         with pytest.raises(StateDbCorruptError):
             damaged.append_message("late", {"role": "user", "content": "x"})
@@ -115,7 +107,7 @@ def test_sqlite_alone_lets_writes_through_after_a_corrupt_rollback(home: Path) -
     """The field case: SQLite itself does not quarantine, so the layer must."""
     fill_early_and_late(home)
     db = home / "state.db"
-    _damage_last_leaf(db)
+    damage.damage_last_leaf(db)
     conn = MODULE.connect(str(db), isolation_level=None)
     try:
         conn.execute("BEGIN IMMEDIATE")
@@ -127,9 +119,9 @@ def test_sqlite_alone_lets_writes_through_after_a_corrupt_rollback(home: Path) -
         assert caught.value.sqlite_errorcode & 0xFF == 11
         if conn.in_transaction:
             conn.execute("ROLLBACK")
-        before = _digests(db)
+        before = damage.file_digests(db)
         conn.execute("UPDATE sessions SET title = 'still writable' WHERE id = 'early'")
-        assert _digests(db) != before  # the damaged file was written again
+        assert damage.file_digests(db) != before  # the damaged file was written again
     finally:
         conn.close()
 
@@ -152,9 +144,9 @@ def test_stdlib_driver_keeps_the_wal_at_close_too(
     store = StateStore.open(home, driver="stdlib")
     with pytest.raises(StateDbCorruptError):
         store.append_message("late", {"role": "user", "content": "x"})
-    before = _digests(home / "state.db")
+    before = damage.file_digests(home / "state.db")
     store.close()
-    assert _digests(home / "state.db") == before
+    assert damage.file_digests(home / "state.db") == before
     assert os.path.exists(f"{home / 'state.db'}-wal")
 
 
@@ -162,7 +154,7 @@ def test_the_failing_structural_write_is_not_retried(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fill_early_and_late(home)
-    _damage_last_leaf(home / "state.db")
+    damage.damage_last_leaf(home / "state.db")
     store = StateStore.open(home)
     replays: list[object] = []
     original = store.database.write_once

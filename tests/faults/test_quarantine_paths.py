@@ -38,10 +38,6 @@ MODULE = DRIVER.module
 WAL = DRIVER.journal_mode == "WAL"
 
 
-def _leaf(db: Path) -> None:
-    damage.overwrite_page(db, damage.btree_pages(db, "messages", module=MODULE)[-1])
-
-
 def _interior(db: Path) -> None:
     interior = damage.btree_pages(db, "messages", "internal", module=MODULE)
     assert interior, "the messages b-tree must have an interior page"
@@ -52,7 +48,11 @@ def _index(db: Path) -> None:
     damage.damage_root(db, "ix_messages_session_id_id", module=MODULE)
 
 
-DAMAGE: dict[str, Callable[[Path], None]] = {"leaf": _leaf, "interior": _interior, "index": _index}
+DAMAGE: dict[str, Callable[[Path], None]] = {
+    "leaf": damage.damage_last_leaf,
+    "interior": _interior,
+    "index": _index,
+}
 
 
 def _new_message(i: int = 0) -> dict[str, Any]:
@@ -113,10 +113,6 @@ PATHS: dict[str, Callable[[StateStore], None]] = {
 }
 
 
-def _digests(db: Path) -> tuple[str | None, str | None]:
-    return damage.file_digest(db), damage.file_digest(Path(f"{db}-wal"))
-
-
 def _damaged_store(home: Path, kind: str) -> StateStore:
     """A store on a file with ``kind`` damage, with committed frames in its ``-wal``.
 
@@ -152,7 +148,7 @@ def test_structural_damage_met_on_any_path_quarantines_and_nothing_reaches_the_f
             PATHS[path](store)
         assert first.value.__cause__ is not None  # chained to SQLite's own error
         assert quarantine.is_quarantined(db) and store.quarantined
-        before = _digests(db)
+        before = damage.file_digests(db)
 
         with pytest.raises(StateDbCorruptError, match="quarantined"):
             held.execute(text("UPDATE sessions SET title = 'spread' WHERE id = 'early'"))
@@ -176,10 +172,10 @@ def test_structural_damage_met_on_any_path_quarantines_and_nothing_reaches_the_f
             store.write(lambda uow: uow.messages.append("early", _new_message(1)))
         with pytest.raises(StateDbCorruptError):
             store.append_message("early", _new_message(2))
-        assert _digests(db) == before
+        assert damage.file_digests(db) == before
     finally:
         store.close()
-    assert _digests(db) == before, "close must not checkpoint a quarantined store"
+    assert damage.file_digests(db) == before, "close must not checkpoint a quarantined store"
     if WAL:
         assert Path(f"{db}-wal").stat().st_size > 0  # the committed frames are still there
     with pytest.raises(StateDbCorruptError, match="quarantined"):
@@ -244,7 +240,7 @@ def test_the_begin_hook_alone_refuses_a_write_transaction(home: Path) -> None:
     try:
         with pytest.raises(StateDbCorruptError):
             _via_core(store)
-        before = _digests(db)
+        before = damage.file_digests(db)
         _take_out_statement_guard(store)
         ran = _trace(store)
         writer = store.engine.execution_options(**{WRITE_OPTION: True})
@@ -256,7 +252,7 @@ def test_the_begin_hook_alone_refuses_a_write_transaction(home: Path) -> None:
             uow.connection.execute(text("UPDATE sessions SET title = 'x' WHERE id = 'early'"))
             uow.commit()
         assert not [s for s in ran if "UPDATE" in s], ran
-        assert _digests(db) == before
+        assert damage.file_digests(db) == before
     finally:
         store.close()
 
@@ -276,10 +272,10 @@ def test_close_of_a_quarantined_store_does_no_checkpoint(
     db = store.path
     with pytest.raises(StateDbCorruptError):
         _via_store_write(store)
-    before = _digests(db)
+    before = damage.file_digests(db)
     assert before[1] is not None
     store.close()
-    assert _digests(db) == before
+    assert damage.file_digests(db) == before
     opened = quarantine.sentinel_count() - sentinels
     assert opened == (1 if switch == "sentinel" else 0)
     # A plain read-only look (no checkpoint: mode=ro never writes) finds the frames.

@@ -170,16 +170,6 @@ def source(filled: Filled, tmp_path: Path) -> Path:
 # -- helpers -----------------------------------------------------------------------------
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    value = 0
-    for i in range(8):
-        byte = buf[pos + i]
-        value = (value << 7) | (byte & 0x7F)
-        if byte < 0x80:
-            return value, pos + i + 1
-    return (value << 8) | buf[pos + 8], pos + 9
-
-
 def rowids_on_leaf(db: Path, pgno: int) -> set[int]:
     """Rowids of the cells of table-leaf page ``pgno``, read off the page itself."""
     size = damage.page_size(db)
@@ -191,8 +181,8 @@ def rowids_on_leaf(db: Path, pgno: int) -> set[int]:
     out = set()
     for i in range(n):
         off = int.from_bytes(page[8 + 2 * i : 10 + 2 * i], "big")
-        _payload, pos = _varint(page, off)
-        rowid, _ = _varint(page, pos)
+        _payload, pos = damage.varint(page, off)
+        rowid, _ = damage.varint(page, pos)
         out.add(rowid)
     return out
 

@@ -9,20 +9,14 @@ from pathlib import Path
 import pytest
 
 from hermes_repo import StateStore
+from tests.support.stores import new_session
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 _common = pytest.importorskip("_common")
 
 
-def _sid(store: StateStore) -> str:
-    with store.unit_of_work() as uow:
-        sid = uow.sessions.create("cli")
-        uow.commit()
-    return sid
-
-
 def test_capture_sees_the_append_run_on_the_driver_cursor(store: StateStore) -> None:
-    sid = _sid(store)
+    sid = new_session(store)
     store.append_message(sid, {"role": "user", "content": "hi", "timestamp": 1.0})
     with _common.capture_sql(store) as seen:
         store.append_message(sid, {"role": "user", "content": "it's 数据", "timestamp": 2.0})
@@ -34,14 +28,14 @@ def test_capture_sees_the_append_run_on_the_driver_cursor(store: StateStore) -> 
 
 
 def test_the_same_statements_pass_whatever_their_values(store: StateStore) -> None:
-    sid = _sid(store)
+    sid = new_session(store)
     with _common.capture_sql(store) as seen:
         store.append_message(sid, {"role": "user", "content": "x", "timestamp": 3.0})
     assert _common.check_same_sql("t", seen, [_common.RAW_UPDATE_COUNTERS, _common.RAW_INSERT])
 
 
 def test_other_sql_on_the_raw_side_stops_the_benchmark(store: StateStore) -> None:
-    sid = _sid(store)
+    sid = new_session(store)
     with _common.capture_sql(store) as seen:
         store.append_message(sid, {"role": "user", "content": "x", "timestamp": 3.0})
     with pytest.raises(SystemExit) as stop:

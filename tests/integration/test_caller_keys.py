@@ -10,17 +10,11 @@ import pytest
 from hermes_repo import StateStore
 from hermes_repo.codec import TEXT_MARK
 from hermes_repo.errors import IntegrityViolation
-
-
-def _sid(store: StateStore) -> str:
-    with store.unit_of_work() as uow:
-        sid = uow.sessions.create("cli")
-        uow.commit()
-    return sid
+from tests.support.stores import new_session
 
 
 def test_layer_keys_sent_by_a_caller_come_back_byte_for_byte(store: StateStore) -> None:
-    sid = _sid(store)
+    sid = new_session(store)
     message: dict[str, Any] = {
         "role": "assistant",
         "content": "hi",
@@ -37,7 +31,7 @@ def test_layer_keys_sent_by_a_caller_come_back_byte_for_byte(store: StateStore) 
 
 
 def test_with_ids_keeps_the_row_id_and_the_callers_id_apart(store: StateStore) -> None:
-    sid = _sid(store)
+    sid = new_session(store)
     row_id = store.append_message(sid, {"role": "user", "content": "q", "id": "msg_1"})
     (got,) = store.load_conversation(sid, with_ids=True).messages
     assert got["id"] == row_id
@@ -48,7 +42,7 @@ def test_with_ids_keeps_the_row_id_and_the_callers_id_apart(store: StateStore) -
 
 @pytest.mark.parametrize("value", ["x", [1], 1, 0, "", {}])
 def test_display_only_that_is_not_a_bool_is_refused(store: StateStore, value: Any) -> None:
-    sid = _sid(store)
+    sid = new_session(store)
     with pytest.raises(IntegrityViolation, match="display_only"):
         store.append_message(sid, {"role": "user", "content": "c", "display_only": value})
     assert list(store.load_conversation(sid).messages) == []
@@ -67,7 +61,7 @@ def test_display_only_that_is_not_a_bool_is_refused(store: StateStore, value: An
 def test_non_string_nested_keys_are_refused_naming_the_path(
     store: StateStore, message: dict[str, Any], path: str
 ) -> None:
-    sid = _sid(store)
+    sid = new_session(store)
     with pytest.raises(IntegrityViolation) as caught:
         store.append_message(sid, {"role": "assistant", "content": "c", **message})
     assert repr(path)[1:-1] in str(caught.value)

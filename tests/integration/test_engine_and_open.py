@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import stat
 from pathlib import Path
 
 import pytest
@@ -14,28 +13,18 @@ from hermes_repo import SchemaMismatchError, StateStore, UnsafePathError
 from hermes_repo.engine import create_store_engine, select_driver
 from hermes_repo.maintenance.snapshots import list_snapshots
 from hermes_repo.schema import migrate
-
-
-def _mode(path: Path) -> int:
-    return stat.S_IMODE(path.stat().st_mode)
+from tests.support.stores import file_mode, new_session
 
 
 def test_new_store_is_built_at_head_with_private_file_modes(tmp_path: Path) -> None:
     home = tmp_path / "new-home"
     with StateStore.open(home) as store:
-        store.append_message(_session(store), {"role": "user", "content": "x"})
+        store.append_message(new_session(store), {"role": "user", "content": "x"})
         assert store.health().at_head
-        assert _mode(home) == 0o700
+        assert file_mode(home) == 0o700
         for name in ("state.db", "state.db-wal", "state.db-shm"):
             if (home / name).exists():
-                assert _mode(home / name) == 0o600, name
-
-
-def _session(store: StateStore) -> str:
-    with store.unit_of_work() as uow:
-        sid = uow.sessions.create()
-        uow.commit()
-    return sid
+                assert file_mode(home / name) == 0o600, name
 
 
 def test_symlink_in_place_of_state_db_is_refused(tmp_path: Path) -> None:
@@ -123,7 +112,7 @@ def test_store_behind_head_is_refused_with_the_upgrade_command(
 
 def _store_at_first_revision(home: Path, messages: int) -> None:
     with StateStore.open(home) as store:
-        sid = _session(store)
+        sid = new_session(store)
         for i in range(messages):
             store.append_message(sid, {"role": "user", "content": f"message {i}"})
     engine = create_store_engine(home / "state.db")
@@ -151,7 +140,7 @@ def test_open_with_upgrade_snapshots_a_store_behind_head_before_migrating(home: 
 def test_opens_that_migrate_nothing_take_no_snapshot(tmp_path: Path) -> None:
     home = tmp_path / "home"
     with StateStore.open(home, upgrade=True) as store:  # a new file: built at head
-        _session(store)
+        new_session(store)
     with StateStore.open(home, upgrade=True):  # at head: nothing to protect
         pass
     assert list_snapshots(home) == []

@@ -17,6 +17,7 @@ from hermes_repo.errors import ImportSourceError
 from hermes_repo.hermes_import import run
 from hermes_repo.hermes_import.mapping import store_session_id
 from hermes_repo.hermes_import.run import DELETED_REASON, edited_reason
+from tests.support.stores import read_only_rows
 
 hermes_state = pytest.importorskip(
     "hermes_state",
@@ -43,15 +44,6 @@ def _raw(path: Path, *sql: str, args: tuple[Any, ...] = ()) -> None:
         for statement in sql:
             conn.execute(statement, args)
     conn.close()
-
-
-def _source(path: Path, sql: str) -> list[dict[str, Any]]:
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    conn.row_factory = sqlite3.Row
-    try:
-        return [dict(r) for r in conn.execute(sql)]
-    finally:
-        conn.close()
 
 
 def _extra(store: StateStore, sid: str) -> dict[str, Any]:
@@ -113,7 +105,7 @@ def test_nan_and_infinity_in_json_columns_are_kept_and_the_rest_imports(
         db.append_message("s1", "assistant", "after the odd values")
 
     src = _build(tmp_path / "h" / "state.db", write)
-    (first, *_rest) = _source(src, "SELECT tool_calls FROM messages ORDER BY id")
+    (first, *_rest) = read_only_rows(src, "SELECT tool_calls FROM messages ORDER BY id")
     assert "NaN" in first["tool_calls"]  # what Hermes wrote
 
     report = store.import_hermes_db(src)
@@ -167,7 +159,9 @@ def test_a_parent_cycle_written_by_hermes_upsert_is_cut_and_reported(
         db.append_message("b", "user", "in b")
 
     src = _build(tmp_path / "h" / "state.db", write)
-    parents = {r["id"]: r["parent_session_id"] for r in _source(src, "SELECT * FROM sessions")}
+    parents = {
+        r["id"]: r["parent_session_id"] for r in read_only_rows(src, "SELECT * FROM sessions")
+    }
     assert parents == {"a": "b", "b": "a"}
 
     report = store.import_hermes_db(src)

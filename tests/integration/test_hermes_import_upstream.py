@@ -8,13 +8,12 @@ as CI does); without it these tests are skipped with that reason.
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from hermes_repo import StateStore
+from tests.support.stores import read_only_rows
 
 hermes_state = pytest.importorskip(
     "hermes_state",
@@ -67,15 +66,6 @@ def _build(path: Path) -> None:
         db.close()
 
 
-def _source(path: Path, sql: str) -> list[dict[str, Any]]:
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    conn.row_factory = sqlite3.Row
-    try:
-        return [dict(r) for r in conn.execute(sql)]
-    finally:
-        conn.close()
-
-
 def test_a_store_written_by_hermes_own_code_imports_with_every_value(
     store: StateStore, tmp_path: Path
 ) -> None:
@@ -85,8 +75,8 @@ def test_a_store_written_by_hermes_own_code_imports_with_every_value(
 
     report = store.import_hermes_db(src)
 
-    messages = _source(src, "SELECT * FROM messages ORDER BY id")
-    sessions = _source(src, "SELECT * FROM sessions")
+    messages = read_only_rows(src, "SELECT * FROM messages ORDER BY id")
+    sessions = read_only_rows(src, "SELECT * FROM sessions")
     assert report.schema_version == hermes_state.SCHEMA_VERSION
     assert report.messages.imported == len(messages) and report.sessions.imported == 2
     assert any(m["content"] and m["content"].startswith(JSON_PREFIX) for m in messages)

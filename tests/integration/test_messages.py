@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -11,6 +10,7 @@ from hypothesis import strategies as st
 from sqlalchemy import text
 
 from hermes_repo import StateStore
+from tests.support.stores import new_session
 
 # The public API these tests prove runs on SQLite and on PostgreSQL.
 pytestmark = pytest.mark.usefixtures("backend")
@@ -20,15 +20,8 @@ pytestmark = pytest.mark.usefixtures("backend")
 texts = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"))
 
 
-def _session(store: StateStore, **kw: Any) -> str:
-    with store.unit_of_work() as uow:
-        sid = uow.sessions.create(**kw)
-        uow.commit()
-    return sid
-
-
 def test_rich_messages_round_trip_exactly(store: StateStore) -> None:
-    sid = _session(store)
+    sid = new_session(store)
     sent = [
         {"role": "system", "content": "You are terse.", "timestamp": 1.5, "uid": "s1"},
         {"role": "user", "content": "你好，世界 🌍\t\x01\x1f end", "timestamp": 2.0, "uid": "u1"},
@@ -81,7 +74,7 @@ def test_rich_messages_round_trip_exactly(store: StateStore) -> None:
 )
 @given(content=texts, args=texts)
 def test_any_text_round_trips(store: StateStore, content: str, args: str) -> None:
-    sid = _session(store)
+    sid = new_session(store)
     msg = {
         "role": "assistant",
         "content": content,
@@ -96,7 +89,7 @@ def test_any_text_round_trips(store: StateStore, content: str, args: str) -> Non
 
 
 def test_replay_order_is_insertion_order_not_timestamp(store: StateStore) -> None:
-    sid = _session(store)
+    sid = new_session(store)
     for i, ts in enumerate([30.0, 10.0, 20.0]):
         store.append_message(sid, {"role": "user", "content": f"m{i}", "timestamp": ts})
     got = store.load_conversation(sid).messages
@@ -104,7 +97,7 @@ def test_replay_order_is_insertion_order_not_timestamp(store: StateStore) -> Non
 
 
 def test_missing_uid_and_timestamp_are_assigned(store: StateStore) -> None:
-    sid = _session(store)
+    sid = new_session(store)
     store.append_message(sid, {"role": "user", "content": "hi"})
     (msg,) = store.load_conversation(sid).messages
     assert isinstance(msg["uid"], str) and len(msg["uid"]) == 32
@@ -112,7 +105,7 @@ def test_missing_uid_and_timestamp_are_assigned(store: StateStore) -> None:
 
 
 def test_pagination_by_id(store: StateStore) -> None:
-    sid = _session(store)
+    sid = new_session(store)
     with store.unit_of_work() as uow:
         uow.messages.append_many(sid, [{"role": "user", "content": str(i)} for i in range(10)])
         uow.commit()
@@ -124,7 +117,7 @@ def test_pagination_by_id(store: StateStore) -> None:
 
 
 def test_counters_follow_appends_and_tool_calls(store: StateStore) -> None:
-    sid = _session(store)
+    sid = new_session(store)
     call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
     store.append_message(sid, {"role": "user", "content": "a"})
     store.append_message(sid, {"role": "assistant", "tool_calls": [call, {**call, "id": "d"}]})
@@ -141,8 +134,8 @@ def test_counters_follow_appends_and_tool_calls(store: StateStore) -> None:
 
 
 def test_sessions_list_most_recent_first(store: StateStore) -> None:
-    old = _session(store, started_at=100.0, title="old")
-    new = _session(store, started_at=200.0, title="new")
+    old = new_session(store, started_at=100.0, title="old")
+    new = new_session(store, started_at=200.0, title="new")
     with store.unit_of_work() as uow:
         assert [s.id for s in uow.sessions.list()] == [new, old]
         assert uow.sessions.count() == 2

@@ -9,6 +9,7 @@ import pytest
 
 from hermes_repo import StateStore
 from hermes_repo.errors import IntegrityViolation
+from tests.support.stores import new_session
 
 NUL_FIELDS = [
     ("content", {"role": "user", "content": "before\x00after"}),
@@ -17,18 +18,11 @@ NUL_FIELDS = [
 ]
 
 
-def _new_session(store: StateStore) -> str:
-    with store.unit_of_work() as uow:
-        sid = uow.sessions.create(source="cli")
-        uow.commit()
-    return sid
-
-
 @pytest.mark.parametrize(("field", "message"), NUL_FIELDS, ids=[f for f, _ in NUL_FIELDS])
 def test_append_of_nul_text_is_kept_on_sqlite_and_refused_naming_the_field_on_postgresql(
     backend: str, store: StateStore, field: str, message: dict[str, str]
 ) -> None:
-    sid = _new_session(store)
+    sid = new_session(store)
     if backend == "sqlite":
         store.append_message(sid, message)
         (loaded,) = store.load_conversation(sid).messages
@@ -44,7 +38,7 @@ def test_append_of_nul_text_is_kept_on_sqlite_and_refused_naming_the_field_on_po
 
 
 def test_nul_inside_json_values_is_stored_on_both_backends(backend: str, store: StateStore) -> None:
-    sid = _new_session(store)
+    sid = new_session(store)
     message = {
         "role": "assistant",
         "content": [{"type": "text", "text": "a\x00b"}],  # its search copy gets U+FFFD
@@ -59,7 +53,7 @@ def test_nul_inside_json_values_is_stored_on_both_backends(backend: str, store: 
 def test_a_flush_rejects_nul_text_on_postgresql_and_writes_the_rest(
     backend: str, store: StateStore
 ) -> None:
-    sid = _new_session(store)
+    sid = new_session(store)
     writer = store.transcript_writer(sid)
     good = {"role": "user", "content": "fine", "uid": "u-good"}
     bad = {"role": "assistant", "content": "bro\x00ken", "uid": "u-nul"}

@@ -17,14 +17,11 @@ import pytest
 from hermes_repo import StateStore
 from hermes_repo.engine import select_driver
 from hermes_repo.quarantine import canonical_tables_ok
+from tests.support.stores import paths_under
 
 # Every character that means something in a URL, a space, non-ASCII, a leading dash.
 ODD_NAMES = ["a?b#c%41 d é", "q?x", "%41%2F..", "-leading dash", "#frag", "semi;colon&amp=1"]
 DRIVERS = ["pysqlite3", "stdlib"]
-
-
-def _tree(root: Path) -> set[str]:
-    return {str(p.relative_to(root)) for p in root.rglob("*")}
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
@@ -35,7 +32,7 @@ def test_store_file_is_exactly_state_db_inside_an_oddly_named_home(
     outside = tmp_path / "outside"
     outside.mkdir()
     home = outside / name
-    before = _tree(outside)
+    before = paths_under(outside)
     with StateStore.open(home, driver=driver) as store:  # type: ignore[arg-type]
         with store.unit_of_work() as uow:
             sid = uow.sessions.create(source="cli")
@@ -45,7 +42,7 @@ def test_store_file_is_exactly_state_db_inside_an_oddly_named_home(
         assert [m["content"] for m in store.load_conversation(sid).messages] == [
             "where am I stored?"
         ]
-    created = _tree(outside) - before
+    created = paths_under(outside) - before
     # Everything the store made is inside the home folder; nothing beside it.
     assert created, "the store created nothing at all"
     assert all(p == name or p.startswith(name + os.sep) for p in created), sorted(created)

@@ -21,7 +21,7 @@ from hermes_repo import RecoveryReport, StateStore
 from hermes_repo.transcript import spool
 from hermes_repo.transcript.replay import ADOPT_LEGACY
 from tests.support.processes import reaped
-from tests.support.spooling import check_store, pending_files, stored, write_spool
+from tests.support.spooling import check_store, pending_files, stored, stored_contents, write_spool
 
 # The public API these tests prove runs on SQLite and on PostgreSQL.
 pytestmark = pytest.mark.usefixtures("backend")
@@ -63,10 +63,6 @@ def store_messages(store: StateStore, sid: str, messages: list[Msg]) -> None:
     store.write(work)
 
 
-def contents(home: Path, sid: str) -> list[str]:
-    return [r["content"] for r in stored(home, sid)]
-
-
 # -- examples ------------------------------------------------------------------------
 
 
@@ -75,7 +71,7 @@ def test_records_with_uid_are_inserted_once_in_file_order(store: StateStore) -> 
     write_spool(store.home, "s", [wrapped(msg(1)), msg(2), wrapped(msg(3)), wrapped(msg(2))])
     report = recover(store)
     assert report == RecoveryReport(files=1, inserted=2, duplicates=2, kept=0)
-    assert contents(store.home, "s") == [f"message {i}" for i in range(4)]
+    assert stored_contents(store.home, "s") == [f"message {i}" for i in range(4)]
     assert pending_files(store.home) == []
     check_store(store.home)
 
@@ -86,7 +82,7 @@ def test_records_without_uid_use_the_longest_stored_overlap(store: StateStore) -
     write_spool(store.home, "s", [wrapped(msg(i, uid=False)) for i in range(2, 6)])
     report = recover(store)
     assert (report.inserted, report.duplicates) == (2, 2)
-    assert contents(store.home, "s") == [f"message {i}" for i in range(6)]
+    assert stored_contents(store.home, "s") == [f"message {i}" for i in range(6)]
 
 
 def test_overlap_lines_up_when_uid_and_uidless_records_interleave(store: StateStore) -> None:
@@ -95,7 +91,7 @@ def test_overlap_lines_up_when_uid_and_uidless_records_interleave(store: StateSt
     write_spool(store.home, "s", records)
     report = recover(store)
     assert (report.inserted, report.duplicates) == (2, 3)
-    assert contents(store.home, "s") == [f"message {i}" for i in range(6)]
+    assert stored_contents(store.home, "s") == [f"message {i}" for i in range(6)]
 
 
 def test_a_new_message_equal_to_an_old_one_but_later_is_not_a_duplicate(
@@ -141,7 +137,7 @@ def test_torn_and_invalid_lines_are_kept_byte_for_byte_with_reasons_never_fatal(
     again = recover(store)
     assert (again.inserted, again.duplicates, again.kept) == (0, 2, 3)
     assert rejected.read_bytes() == before  # not doubled
-    assert contents(store.home, "s") == ["message 0", "message 1"]
+    assert stored_contents(store.home, "s") == ["message 0", "message 1"]
 
 
 def test_a_session_missing_from_the_database_is_created(store: StateStore) -> None:
@@ -273,10 +269,10 @@ def test_property_seed_cursor_spools_with_and_without_uid_replay_the_transcript(
     write_spool(store.home, sid, records)
     recover(store, sid)
     expected = [f"message {x}" for x in range(max(k, j))]
-    assert contents(store.home, sid) == expected
+    assert stored_contents(store.home, sid) == expected
     write_spool(store.home, sid, records)
     assert recover(store, sid).inserted == 0
-    assert contents(store.home, sid) == expected
+    assert stored_contents(store.home, sid) == expected
 
 
 # -- two processes -------------------------------------------------------------------

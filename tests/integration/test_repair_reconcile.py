@@ -31,17 +31,12 @@ from hermes_repo.transcript.reconcile import (
     reconcile_session,
 )
 from hermes_repo.transcript.repair import violations
-from tests.support.transcripts import EXPECTED_ARCHIVED, MALFORMED, call, raw_connect, seed
+from tests.support.transcripts import EXPECTED_ARCHIVED, MALFORMED, call, raw_connect, rows_of, seed
 
 # The public API these tests prove runs on SQLite and on PostgreSQL.
 pytestmark = pytest.mark.usefixtures("backend")
 
 Msg = dict[str, Any]
-
-
-def rows_of(store: StateStore, sid: str) -> list[tuple[Any, ...]]:
-    with closing(raw_connect(store)) as conn:
-        return list(conn.execute("SELECT * FROM messages WHERE session_id = ? ORDER BY id", (sid,)))
 
 
 def session_row(store: StateStore, sid: str) -> tuple[Any, ...]:

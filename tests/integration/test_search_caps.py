@@ -17,16 +17,10 @@ from sqlalchemy import event, text
 from hermes_repo import StateStore
 from hermes_repo.repositories.search import SNIPPET_CLOSE, SNIPPET_OPEN
 from hermes_repo.schema import fts
+from tests.support.stores import new_session
 
 ROLES = ("system", "user", "assistant", "tool")
 CJK_TEXT = "错误：连接超时，请检查数据库设置"
-
-
-def _session(store: StateStore) -> str:
-    with store.unit_of_work() as uow:
-        sid = uow.sessions.create(source="cli")
-        uow.commit()
-    return sid
 
 
 def _message(role: str, content: str, n: int = 0) -> dict[str, Any]:
@@ -43,7 +37,7 @@ def _substrings(value: str) -> set[str]:
 
 @pytest.mark.parametrize("role", ROLES)
 def test_every_cjk_substring_is_found_whatever_the_role(store: StateStore, role: str) -> None:
-    sid = _session(store)
+    sid = new_session(store)
     ids = [store.append_message(sid, _message(role, CJK_TEXT))]
     # Another role holding other CJK, so a query cannot pass by matching everything.
     store.append_message(sid, _message("user" if role != "user" else "assistant", "今天天气很好"))
@@ -53,7 +47,7 @@ def test_every_cjk_substring_is_found_whatever_the_role(store: StateStore, role:
 
 
 def test_the_issue_case_tool_output_connection_timeout(store: StateStore) -> None:
-    sid = _session(store)
+    sid = new_session(store)
     store.append_message(sid, _message("assistant", "running the query"))
     tool_id = store.append_message(sid, _message("tool", "psql: 错误: 连接超时 (timeout)"))
     hits = store.search("连接超时")
@@ -62,7 +56,7 @@ def test_the_issue_case_tool_output_connection_timeout(store: StateStore) -> Non
 
 
 def test_tool_rows_without_cjk_stay_out_of_the_trigram_index(store: StateStore) -> None:
-    sid = _session(store)
+    sid = new_session(store)
     plain = store.append_message(sid, _message("tool", "total 12 drwxr-xr-x"))
     cjk = store.append_message(sid, _message("tool", "总计 12 个文件"))
     with store.engine.connect() as conn:
@@ -75,7 +69,7 @@ def test_tool_rows_without_cjk_stay_out_of_the_trigram_index(store: StateStore) 
 def test_editing_rows_in_and_out_of_the_trigram_index_keeps_both_indexes_sound(
     store: StateStore,
 ) -> None:
-    sid = _session(store)
+    sid = new_session(store)
     ids = [store.append_message(sid, _message("tool", f"plain output {i}", i)) for i in range(4)]
     long_id = store.append_message(sid, _message("user", "长" * (fts.TRIGRAM_CAP + 10)))
     with store.engine.begin() as conn:
@@ -122,7 +116,7 @@ def _statements(store: StateStore) -> Iterator[list[str]]:
 def test_text_beyond_the_cap_is_found_by_a_scan_of_the_long_rows_only(
     store: StateStore, index: fts.FtsIndex, needle: str
 ) -> None:
-    sid = _session(store)
+    sid = new_session(store)
     store.append_message(sid, _message("user", "short message"))
     filler = "lorem ipsum " * (index.cap // 12 + 1)
     long_id = store.append_message(sid, _message("assistant", filler + needle + " end"))
@@ -150,7 +144,7 @@ def test_text_beyond_the_cap_is_found_by_a_scan_of_the_long_rows_only(
 
 
 def test_a_row_found_within_the_cap_is_not_returned_twice(store: StateStore) -> None:
-    sid = _session(store)
+    sid = new_session(store)
     content = "zebracorn " + "filler " * (fts.WORD_CAP // 7 + 1) + "zebracorn"
     long_id = store.append_message(sid, _message("user", content))
     assert [h.message_id for h in store.search("zebracorn")] == [long_id]
@@ -168,7 +162,7 @@ def _varint(blob: bytes) -> int:
 
 def test_an_index_takes_at_most_its_cap_from_one_row(store: StateStore) -> None:
     # What bounds the time a huge append holds the write lock: the tokens indexed.
-    sid = _session(store)
+    sid = new_session(store)
     chars = 2 * fts.WORD_CAP
     row = store.append_message(sid, _message("assistant", ("ab " * chars)[:chars]))
     with store.engine.connect() as conn:
@@ -186,7 +180,7 @@ def test_an_index_takes_at_most_its_cap_from_one_row(store: StateStore) -> None:
 
 
 def test_text_beyond_the_cap_is_matched_literally_never_as_a_pattern(store: StateStore) -> None:
-    sid = _session(store)
+    sid = new_session(store)
     filler = "lorem ipsum " * (fts.TRIGRAM_CAP // 12 + 1)
     store.append_message(sid, _message("user", filler + "load 100x done"))
     literal = store.append_message(sid, _message("user", filler + "load 100% done"))
@@ -203,7 +197,7 @@ def _own(seen: list[str]) -> list[str]:
 def test_long_rows_are_scanned_only_once_a_row_exceeds_a_cap_and_then_at_once(
     store: StateStore,
 ) -> None:
-    sid = _session(store)
+    sid = new_session(store)
     older = [store.append_message(sid, _message("user", f"tailneedle {n}")) for n in range(30)]
     store.search("tailneedle")  # warm-up: the index state is read once per schema cookie
     long_condition = fts.long_row_condition("m", fts.WORD_CAP)

@@ -15,7 +15,6 @@ import math
 import os
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import textwrap
@@ -45,16 +44,13 @@ from hermes_repo.maintenance.snapshots import (
 from hermes_repo.maintenance.snapshots import folder as snapshot_folder
 from hermes_repo.schema import migrate
 from tests.support.damage import checkpoint_and_close, damage_first_leaf, write_notadb_header
+from tests.support.stores import file_mode
 
 MODULE = select_driver().module
 UNKNOWN_REVISION = "ffffffffffff"
 
 
 # -- helpers ---------------------------------------------------------------------------
-
-
-def _mode(path: Path) -> int:
-    return stat.S_IMODE(path.stat().st_mode)
 
 
 def _digest(path: Path) -> str:
@@ -195,9 +191,9 @@ def test_create_lists_revision_counts_sha256_and_private_modes(home: Path) -> No
     assert snap.id.startswith(manifest["created_at"][:4])
 
     folder = home / snaps.SNAPSHOT_DIR
-    assert _mode(folder) == 0o700
-    assert _mode(snap.path) == 0o600
-    assert _mode(snap.manifest_path) == 0o600
+    assert file_mode(folder) == 0o700
+    assert file_mode(snap.path) == 0o600
+    assert file_mode(snap.manifest_path) == 0o600
     # One self-contained file: no -wal/-shm/-journal, no temporary left.
     assert sorted(p.name for p in folder.iterdir()) == sorted(
         [".lock", snap.path.name, snap.manifest_path.name]
@@ -224,7 +220,7 @@ def test_folder_is_tightened_and_a_symlinked_folder_refused(home: Path, tmp_path
     folder.mkdir(mode=0o755)
     os.chmod(folder, 0o755)
     create_snapshot(home)
-    assert _mode(folder) == 0o700
+    assert file_mode(folder) == 0o700
 
     other = tmp_path / "other-home"
     other.mkdir()
@@ -461,7 +457,7 @@ def test_restore_over_a_damaged_store_moves_it_aside_and_gives_back_the_snapshot
     assert {n[len(names[0]) :] for n in names} <= {"", "-wal", "-shm", "-journal"}
     assert _digest(home / names[0]) == damaged
     assert "moved aside" in result.previous
-    assert _mode(db) == 0o600
+    assert file_mode(db) == 0o600
     assert not list(home.glob("*.partial*"))
 
 

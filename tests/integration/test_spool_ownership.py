@@ -21,7 +21,7 @@ from hermes_repo.provenance import target_key, url_target
 from hermes_repo.repositories.meta import COPIED_FROM_KEY
 from hermes_repo.transcript import spool
 from hermes_repo.transcript.replay import ADOPT_LEGACY
-from tests.support.spooling import raw, stored, write_spool
+from tests.support.spooling import raw, stored_contents, write_spool
 
 Msg = dict[str, Any]
 
@@ -43,10 +43,6 @@ def spool_for(store: StateStore, sid: str, messages: list[Msg], *, source: str =
     identity = store.store_identity
     owner = spool.SpoolOwner(identity.store_id, identity.target)
     return spool.append_messages(store.home, sid, messages, source=source, owner=owner)
-
-
-def contents(home: Path, sid: str) -> list[str]:
-    return [r["content"] for r in stored(home, sid)]
 
 
 # -- the store id ---------------------------------------------------------------------
@@ -98,7 +94,7 @@ def test_a_spool_of_one_sqlite_store_is_not_replayed_into_a_new_file_in_its_home
         report = fresh.last_recovery
         assert report is not None and report.inserted == 0 and report.foreign == 3
         assert "belongs to store" in report.foreign_notes[0]
-        assert contents(home, "s") == []
+        assert stored_contents(home, "s") == []
         assert fresh.recover_pending().inserted == 0
     assert path.read_bytes() == before  # byte for byte
 
@@ -106,7 +102,7 @@ def test_a_spool_of_one_sqlite_store_is_not_replayed_into_a_new_file_in_its_home
     with StateStore.open(home) as original:
         assert original.last_recovery is not None and original.last_recovery.inserted == 3
     assert not path.exists()
-    assert contents(home, "s") == ["m 0", "m 1", "m 2"]
+    assert stored_contents(home, "s") == ["m 0", "m 1", "m 2"]
 
 
 def test_a_server_spool_is_not_replayed_by_a_sqlite_open_of_its_home(
@@ -165,7 +161,7 @@ def test_records_of_a_copied_store_are_replayed_only_when_adopted(
     assert report.inserted == 0 and report.foreign == 2
     assert f"--adopt {source_id}" in report.foreign_notes[0]
     assert store.recover_pending(adopt=[source_id]).inserted == 2
-    assert contents(store.home, "s") == ["m 0", "m 1"]
+    assert stored_contents(store.home, "s") == ["m 0", "m 1"]
 
 
 # -- another door ----------------------------------------------------------------------
@@ -184,7 +180,7 @@ def test_a_record_of_an_sdk_session_is_not_replayed_into_a_pydantic_ai_session(
     assert report.inserted == 0 and report.foreign == 2 and report.errors == ()
     assert SDK_SOURCE in report.foreign_notes[0] and PYDANTIC_SOURCE in report.foreign_notes[0]
     assert path.read_bytes() == before
-    assert contents(store.home, "chat") == ["pai 0"]
+    assert stored_contents(store.home, "chat") == ["pai 0"]
 
 
 @pytest.mark.usefixtures("backend")
@@ -197,7 +193,7 @@ def test_a_door_record_creates_its_own_session_and_a_plain_writer_record_goes_an
     report = store.recover_pending()
     assert report.inserted == 2 and report.foreign == 0
     assert store.get_session("new").source == SDK_SOURCE
-    assert contents(store.home, "tg") == ["plain 0"]
+    assert stored_contents(store.home, "tg") == ["plain 0"]
 
 
 # -- a line too deep -------------------------------------------------------------------
@@ -225,7 +221,7 @@ def test_a_line_nested_beyond_the_parser_is_kept_aside_and_the_rest_replays(
 
     report = store.recover_pending(adopt=[ADOPT_LEGACY])
     assert (report.inserted, report.kept) == (2, 1)
-    assert contents(store.home, "s") == ["m 0", "m 1"]
+    assert stored_contents(store.home, "s") == ["m 0", "m 1"]
     rejected = spool.sessions_dir(store.home) / spool.pending_name("s", spool.REJECTED_SUFFIX)
     kept = json.loads(rejected.read_bytes().splitlines()[0])
     assert "nested deeper" in kept["_rejected"] and kept["line"] == 2
@@ -244,7 +240,7 @@ def test_a_flush_of_a_message_nested_thousands_deep_rejects_it_and_writes_the_re
     result = writer.flush(messages)
     assert not result.ok and result.rejected == 1 and result.written == 2
     assert result.rejections[0].index == 1
-    assert contents(store.home, "s") == ["m 0", "m 1"]
+    assert stored_contents(store.home, "s") == ["m 0", "m 1"]
     again = writer.flush(messages)  # never blocks a later flush either
     assert again.written == 0 and again.rejected == 1
 
@@ -277,7 +273,7 @@ def test_a_flush_of_other_content_under_a_stored_uid_is_rejected_and_kept(
     kept = [json.loads(line) for line in rejected.read_bytes().splitlines()]
     assert kept[0]["message"]["content"] == "not what was stored"
     assert kept[0]["store_id"] == store.store_id
-    assert contents(store.home, "s") == ["m 0", "m 1"]
+    assert stored_contents(store.home, "s") == ["m 0", "m 1"]
 
 
 @pytest.mark.usefixtures("backend")
@@ -291,7 +287,7 @@ def test_a_spooled_record_whose_uid_is_stored_with_other_content_is_kept_aside(
 
     report = store.recover_pending()
     assert (report.inserted, report.duplicates, report.conflicts, report.kept) == (1, 1, 1, 1)
-    assert contents(store.home, "s") == ["m 0", "m 1", "m 2"]
+    assert stored_contents(store.home, "s") == ["m 0", "m 1", "m 2"]
     assert spool.list_pending(store.home) == []
     rejected = spool.sessions_dir(store.home) / spool.pending_name("s", spool.REJECTED_SUFFIX)
     kept = json.loads(rejected.read_bytes().splitlines()[0])

@@ -19,15 +19,10 @@ from hermes_repo.transcript.repair import (
     RULE_ORPHAN_TOOL,
     RULE_UNMERGEABLE_ASSISTANT,
 )
-from tests.support.transcripts import EXPECTED_ARCHIVED, MALFORMED, raw_connect, seed
+from tests.support.transcripts import EXPECTED_ARCHIVED, MALFORMED, raw_connect, rows_of, seed
 
 USERS_TWICE = [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]
 CLEAN = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
-
-
-def rows_of(store: StateStore, sid: str) -> list[tuple[object, ...]]:
-    with closing(raw_connect(store)) as conn:
-        return list(conn.execute("SELECT * FROM messages WHERE session_id = ? ORDER BY id", (sid,)))
 
 
 def test_check_counts_sessions_and_rows_per_invariant_and_writes_nothing(

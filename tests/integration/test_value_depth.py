@@ -15,15 +15,9 @@ from hermes_repo import StateStore
 from hermes_repo.codec import MAX_DEPTH
 from hermes_repo.errors import IntegrityViolation
 from hermes_repo.transcript import spool
+from tests.support.odd_values import nested
 
 _ids = itertools.count()
-
-
-def nested(depth: int, *, dicts: bool = False) -> Any:
-    value: Any = "leaf"
-    for _ in range(depth):
-        value = {"k": value} if dicts else [value]
-    return value
 
 
 def new_session(store: StateStore) -> str:

@@ -46,8 +46,10 @@ __all__ = [
     "checkpoint_and_close",
     "damage_first_leaf",
     "damage_fts_shadow_page",
+    "damage_last_leaf",
     "damage_root",
     "file_digest",
+    "file_digests",
     "fts_bad_config_version",
     "fts_delete_all_data",
     "fts_delete_averages",
@@ -57,6 +59,7 @@ __all__ = [
     "overwrite_page",
     "page_size",
     "root_page",
+    "varint",
     "write_notadb_header",
     "zero_wal_header",
 ]
@@ -107,6 +110,11 @@ def file_digest(path: StrPath) -> str | None:
     except FileNotFoundError:
         return None
     return hashlib.sha256(data).hexdigest()
+
+
+def file_digests(db: Path) -> tuple[str | None, str | None]:
+    """:func:`file_digest` of a store file and of its ``-wal``."""
+    return file_digest(db), file_digest(Path(f"{db}-wal"))
 
 
 def _seeded_bytes(seed: int, key: object, n: int) -> bytes:
@@ -263,7 +271,7 @@ def _read_header(data: bytes) -> _Header:
     return _Header(size, size - data[20], len(data) // size)
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+def varint(buf: bytes, pos: int) -> tuple[int, int]:
     """Decode an SQLite varint at ``pos``; returns (value, next position)."""
     value = 0
     for i in range(8):
@@ -276,9 +284,9 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
 
 def _overflow_start(cell: bytes, pos: int, usable: int, table_leaf: bool) -> int:
     """First overflow page of the payload whose size varint is at ``pos`` (0: none)."""
-    payload, pos = _varint(cell, pos)
+    payload, pos = varint(cell, pos)
     if table_leaf:
-        _rowid, pos = _varint(cell, pos)
+        _rowid, pos = varint(cell, pos)
         max_local = usable - 35
     else:
         max_local = (usable - 12) * 64 // 255 - 23
@@ -411,6 +419,13 @@ def damage_first_leaf(
     """Randomise the first leaf (lowest keys) of ``table``; returns its page number."""
     pageno = btree_pages(path, table, "leaf", module=module)[0]
     overwrite_page(path, pageno, seed=seed, module=module)
+    return pageno
+
+
+def damage_last_leaf(path: StrPath, table: str = "messages", *, module: ModuleType = DRIVER) -> int:
+    """Randomise the last page of ``table``'s b-tree (its newest rows); returns its number."""
+    pageno = btree_pages(path, table, module=module)[-1]
+    overwrite_page(path, pageno, module=module)
     return pageno
 
 

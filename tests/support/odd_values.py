@@ -9,7 +9,7 @@ from sqlalchemy import text
 
 from hermes_repo import StateStore
 
-__all__ = ["BOTH", "NUMBERS", "ONLY", "damaged_session"]
+__all__ = ["BOTH", "NUMBERS", "ONLY", "damaged_session", "nested"]
 
 # (column, SQL value, message field, raw value as kept) per backend: what each one's
 # column types let another tool write.
@@ -66,3 +66,11 @@ def damaged_session(
             conn.execute(text(f"UPDATE messages SET {column} = {value} WHERE id = {mid}"))
         conn.execute(text(f"UPDATE sessions SET extra = '{{bad' WHERE id = '{sid}'"))
     return sid, damaged, odd
+
+
+def nested(depth: int, *, dicts: bool = False) -> Any:
+    """``"leaf"`` inside ``depth`` lists (or ``{"k": ...}`` objects with ``dicts``)."""
+    value: Any = "leaf"
+    for _ in range(depth):
+        value = {"k": value} if dicts else [value]
+    return value

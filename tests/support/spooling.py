@@ -26,6 +26,7 @@ __all__ = [
     "pending_files",
     "raw",
     "stored",
+    "stored_contents",
     "uids",
     "write_spool",
 ]
@@ -104,6 +105,11 @@ def stored(home: Path, session_id: str) -> list[dict[str, Any]]:
         return [dict(r) for r in rows]
     finally:
         con.close()
+
+
+def stored_contents(home: Path, session_id: str) -> list[str]:
+    """The ``content`` of each of the session's rows (:func:`stored`), in id order."""
+    return [r["content"] for r in stored(home, session_id)]
 
 
 def pending_files(home: Path) -> list[str]:

@@ -4,10 +4,14 @@ digests that prove a command left a store's bytes alone."""
 from __future__ import annotations
 
 import shutil
+import sqlite3
+import stat
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from hermes_repo import StateStore
 from hermes_repo.engine import select_driver
@@ -17,8 +21,14 @@ from tests.support import damage
 __all__ = [
     "WAL_ONLY_MESSAGES",
     "copy_store",
+    "file_mode",
     "fill_early_and_late",
     "fill_session",
+    "home_with_session",
+    "new_session",
+    "paths_under",
+    "read_only_rows",
+    "session_with_messages",
     "store_digests",
     "store_with_wal_only_session",
 ]
@@ -37,6 +47,32 @@ def copy_store(src: Path, dest: Path) -> Path:
     shutil.copyfile(src / "state.db", dest / "state.db")
     (dest / "state.db").chmod(0o600)
     return dest
+
+
+def new_session(store: StateStore, session_id: str | None = None, **fields: Any) -> str:
+    """A session created in ``store`` in a unit of its own (source ``cli`` unless
+    ``fields`` say otherwise; ``session_id`` generated when None); returns its id."""
+    with store.unit_of_work() as uow:
+        sid = uow.sessions.create(id=session_id, **fields)
+        uow.commit()
+    return sid
+
+
+def session_with_messages(
+    store: StateStore, contents: Iterable[str], session_id: str | None = None
+) -> str:
+    """:func:`new_session`, then one user message per item of ``contents``, each
+    appended on its own (``store.append_message``); returns the session's id."""
+    sid = new_session(store, session_id)
+    for content in contents:
+        store.append_message(sid, {"role": "user", "content": content})
+    return sid
+
+
+def home_with_session(home: Path, contents: Iterable[str]) -> str:
+    """:func:`session_with_messages` in the store in ``home``, closed again after."""
+    with StateStore.open(home) as store:
+        return session_with_messages(store, contents)
 
 
 def fill_early_and_late(home: Path, per_session: int = 600) -> Path:
@@ -127,3 +163,24 @@ def store_digests(home: Path) -> dict[str, str | None]:
         empty_wal = name != "state.db" and path.exists() and path.stat().st_size == 0
         digests[name] = None if empty_wal else damage.file_digest(path)
     return digests
+
+
+def file_mode(path: Path) -> int:
+    """The permission bits of ``path`` (``0o600``...)."""
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def paths_under(root: Path) -> set[str]:
+    """Every file and folder under ``root``, relative to it."""
+    return {str(p.relative_to(root)) for p in root.rglob("*")}
+
+
+def read_only_rows(path: Path, sql: str) -> list[dict[str, Any]]:
+    """The rows of ``sql`` on the SQLite file at ``path``, opened read-only (the file is
+    another program's: a Hermes Agent ``state.db``)."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    conn.row_factory = sqlite3.Row
+    try:
+        return [dict(r) for r in conn.execute(sql)]
+    finally:
+        conn.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import closing
 from typing import Any
 
 from hermes_repo import StateStore
@@ -13,7 +14,7 @@ from hermes_repo.transcript.repair import (
 )
 from tests.support.pg import RawPg
 
-__all__ = ["EXPECTED_ARCHIVED", "MALFORMED", "call", "raw_connect", "seed"]
+__all__ = ["EXPECTED_ARCHIVED", "MALFORMED", "call", "raw_connect", "rows_of", "seed"]
 
 Msg = dict[str, Any]
 
@@ -72,3 +73,9 @@ def raw_connect(store: StateStore) -> Any:
     if not store.database.backend.is_file:
         return RawPg(store.engine.url.render_as_string(hide_password=False))
     return store.driver.module.connect(f"file:{store.path}?mode=ro", uri=True)
+
+
+def rows_of(store: StateStore, sid: str) -> list[tuple[Any, ...]]:
+    """The session's ``messages`` rows, every column, in id order, read behind the store."""
+    with closing(raw_connect(store)) as conn:
+        return list(conn.execute("SELECT * FROM messages WHERE session_id = ? ORDER BY id", (sid,)))

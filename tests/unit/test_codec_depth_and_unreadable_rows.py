@@ -21,14 +21,7 @@ from hermes_repo.codec import (
     row_to_message,
 )
 from hermes_repo.errors import IntegrityViolation
-
-
-def nested(depth: int, *, dicts: bool = False) -> Any:
-    """A value ``depth`` levels deep, built iteratively (no recursion at any depth)."""
-    value: Any = "leaf"
-    for _ in range(depth):
-        value = {"k": value} if dicts else [value]
-    return value
+from tests.support.odd_values import nested
 
 
 @settings(max_examples=60, deadline=None)

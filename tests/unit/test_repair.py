@@ -25,12 +25,9 @@ from hermes_repo.transcript.repair import (
     repair_transcript,
     violations,
 )
+from tests.support.transcripts import call
 
 Msg = dict[str, Any]
-
-
-def call(cid: str, name: str = "search") -> Msg:
-    return {"id": cid, "type": "function", "function": {"name": name, "arguments": "{}"}}
 
 
 def user(content: Any, **extra: Any) -> Msg:
