@@ -33,6 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("hermes_import", "transfer", "transcript"),
     ("provenance",),
     ("database",),
+    ("core",),
     ("uow", "repositories", "identity", "kept"),
     ("walcheck", "holders", "quarantine", "fileid", "sqlite_copies", "retry"),
     ("schema",),
