@@ -496,12 +496,12 @@ class StateStore:
     ) -> ImportReport:
         """Import a JSON Lines file, one session per unit of work; idempotent (see
         :func:`hermes_repo.transfer.import_jsonl`)."""
-        return import_jsonl(self, arguments.path_argument("path", path), progress=progress)
+        return import_jsonl(self.database, arguments.path_argument("path", path), progress=progress)
 
     def export_session(self, session_id: str, fmt: str = "jsonl") -> str:
         """One session's replay as JSON Lines or Markdown text (see
         :func:`hermes_repo.transfer.export_session`)."""
-        return export_session(self, session_id, fmt)
+        return export_session(self.database, session_id, fmt)
 
 
 def _check_home(folder: Path) -> None:
