@@ -30,6 +30,7 @@ from sqlalchemy.exc import DBAPIError
 from . import quarantine, walcheck
 from .core import WriteCore
 from .database import Database
+from .driver_errors import describe
 from .engine import DB_NAME, DriverName, create_store_engine, select_driver
 from .engine_pg import PgTarget, create_pg_engine, safe_url
 from .errors import (
@@ -38,7 +39,6 @@ from .errors import (
     HermesRepoError,
     SchemaMismatchError,
     StateDbCorruptError,
-    describe,
 )
 from .health import journal_notes
 from .holders import HolderLock, StoreHeldError

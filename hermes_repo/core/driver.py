@@ -24,14 +24,8 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
 from ..codec import check_server_text, message_to_row, tool_call_count
-from ..errors import (
-    CommitUnknownError,
-    ErrorKind,
-    IntegrityViolation,
-    UidConflictError,
-    commit_outcome_unknown,
-    describe,
-)
+from ..driver_errors import commit_outcome_unknown, describe
+from ..errors import CommitUnknownError, ErrorKind, IntegrityViolation, UidConflictError
 from ..identity import Identities
 from ..ids import check_session_id
 from ..kept import BUSY, KeptConnection, _CommitFailed

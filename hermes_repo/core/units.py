@@ -28,6 +28,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
 from ..codec.text import lenient_text
+from ..driver_errors import describe
 from ..errors import (
     CommitUnknownError,
     DatabaseBusyError,
@@ -36,7 +37,6 @@ from ..errors import (
     StoreClosedError,
     UidConflictError,
     WriteFailedError,
-    describe,
 )
 from ..identity import Identities, Written
 from ..models import messages_table, sessions_table

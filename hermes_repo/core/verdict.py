@@ -27,18 +27,16 @@ from sqlalchemy.exc import DBAPIError
 
 from .. import quarantine
 from ..backend import Backend
-from ..engine import Driver
-from ..errors import (
+from ..driver_errors import (
     SQLITE_CORRUPT,
     SQLITE_NOTADB,
-    ErrorKind,
-    HermesRepoError,
-    StateDbCorruptError,
     classify,
     describe,
     sqlite_code,
     translate,
 )
+from ..engine import Driver
+from ..errors import ErrorKind, HermesRepoError, StateDbCorruptError
 from ..schema import fts
 
 __all__ = ["Failure", "FailureVerdict"]
