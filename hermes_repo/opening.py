@@ -5,7 +5,10 @@ On a file: refuse a quarantined one, save a damaged ``-wal`` before SQLite can d
 it, register as a holder (an exclusive repair or restore must see this process), bring
 the schema to head or refuse with the command that fixes it, rebuild a detached
 full-text index when this process may, and read the file's journal mode. On a server:
-check the database, and bring the schema to head under the migration lock. Each step
+check the database, and bring the schema to head under the migration lock. Before either,
+the home folder is checked (:func:`check_home`); after, the store's identity is read or
+made (:func:`identify_at_open`) and pending transcripts are replayed
+(:func:`recover_at_open`), neither ever failing the open. Each step
 translates its driver errors through the write core, so a damaged file met here is
 quarantined like one met by any write.
 
@@ -16,6 +19,7 @@ the same upgrade as ``hermes-repo db upgrade``: a ``pre-upgrade`` snapshot first
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,33 +28,40 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 
 from . import quarantine, walcheck
+from .core import WriteCore
 from .database import Database
+from .driver_errors import describe
 from .engine import DB_NAME, DriverName, create_store_engine, select_driver
 from .engine_pg import PgTarget, create_pg_engine, safe_url
 from .errors import (
+    ConfigurationError,
     DatabaseBusyError,
     HermesRepoError,
     SchemaMismatchError,
     StateDbCorruptError,
-    describe,
 )
 from .health import journal_notes
 from .holders import HolderLock, StoreHeldError
 from .maintenance.fts_rebuild import RebuildOutcome, guarded_rebuild
 from .maintenance.upgrade import RestorePoint
 from .maintenance.upgrade import upgrade as upgrade_file
-from .retry import run_with_retry
+from .provenance import StoreIdentity, ensure_identity
+from .retry import RetryPolicy, run_with_retry
 from .schema import fts, migrate, server
+from .transcript.replay import ReplayReport, replay_pending
 
 __all__ = [
     "OpenedStore",
+    "check_home",
     "ensure_schema",
     "file_journal_mode",
+    "identify_at_open",
     "open_file",
     "open_server",
     "open_store",
     "prepare",
     "rebuild_at_open",
+    "recover_at_open",
     "register_holder",
 ]
 
@@ -313,3 +324,58 @@ def _must_migrate(database: Database, schema: migrate.SchemaStatus, *, upgrade: 
             f"run {command}"
         )
     return True
+
+
+def check_home(folder: Path) -> None:
+    """Refuse, naming the folder and the cause, a home the OS cannot use (a file in the
+    way, a name too long, no permission, a read-only file system): these used to leave
+    ``StateStore.open`` as a raw ``OSError``. A missing folder is created (0700) here."""
+    fix = "pass a folder this process can create and write (--home or HERMES_HOME)"
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except FileExistsError as exc:  # a file, or a link to one, in the folder's place
+        raise ConfigurationError(f"{folder} is not a folder; {fix}") from exc
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot use {folder} as the store's folder: {exc.strerror or exc}; {fix}"
+        ) from exc
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigurationError(f"{folder} is not writable by this process; {fix}")
+
+
+def _at_open(policy: RetryPolicy) -> RetryPolicy:
+    # Short budget: a store held by a busy writer must still open promptly; what cannot
+    # be done now is done by a later open (or `hermes-repo pending recover`).
+    return RetryPolicy(budget_s=min(policy.budget_s, 2.0))
+
+
+def identify_at_open(database: Database) -> StoreIdentity | None:
+    """The store's identity, read and made when missing; None (logged, never fatal)
+    when an older store cannot be written now: spool records then name it by its
+    target until an open that can write makes its id."""
+    try:
+        return ensure_identity(database, _at_open(database.write_policy))
+    except Exception as exc:
+        log.warning("the store id could not be read or made at open: %s", exc)
+        return None
+
+
+def recover_at_open(store: WriteCore, policy: RetryPolicy) -> ReplayReport | None:
+    """Replay the pending transcript spool files into ``store`` (the facade: its
+    identity read at open names the records that are its own); None, logged, when the
+    replay failed: recovery never makes the open fail."""
+    try:
+        report = replay_pending(store, policy=_at_open(policy))
+    except Exception as exc:
+        log.warning("pending transcripts not recovered at open: %s", exc)
+        return None
+    if report.inserted or report.kept or report.errors:
+        log.warning(
+            "recovered pending transcripts: %d file(s), %d inserted, %d duplicate(s), %d kept%s",
+            report.files,
+            report.inserted,
+            report.duplicates,
+            report.kept,
+            f"; {'; '.join(report.errors)}" if report.errors else "",
+        )
+    return report

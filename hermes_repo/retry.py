@@ -14,15 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from .errors import (
-    DatabaseBusyError,
-    ErrorKind,
-    WriteFailedError,
-    describe,
-    is_server_error,
-    transient_cause,
-    transient_fix,
-)
+from .driver_errors import describe, is_server_error, transient_cause, transient_fix
+from .errors import DatabaseBusyError, ErrorKind, WriteFailedError
 
 __all__ = [
     "DEFAULT_POLICY",

@@ -18,15 +18,12 @@ from .backend import Backend
 from .database import Database
 from .engine import Driver, DriverName, db_path_for_home
 from .engine_pg import resolve_url
-from .errors import (
-    ConfigurationError,
-    ImportSourceError,
-)
+from .errors import ImportSourceError
 from .health import StoreHealth, journal_notes, store_health
 from .holders import HolderLock
 from .ids import check_session_id
 from .maintenance.fts_rebuild import RebuildOutcome
-from .provenance import StoreIdentity, database_target, ensure_identity
+from .provenance import StoreIdentity, database_target
 from .repositories import SearchHit
 from .repositories.search import SearchQuery
 from .repositories.search.paging import SearchPage, page_through
@@ -65,6 +62,14 @@ class StateStore:
     """A session store in ``<home>/state.db``.
 
     Open it with :meth:`open`; use it as a context manager or call :meth:`close`.
+
+    The facade composes the store's parts and checks every public argument. Its
+    write core is :attr:`database` (a :class:`~hermes_repo.database.Database`): the
+    units of work, their retries and failure verdicts, the driver fast paths; the
+    facade's writes and reads are run by it. Hand ``store.database`` to code that
+    takes a :class:`~hermes_repo.core.WriteCore` (features, integrations, tools) when
+    the arguments are already checked, to skip the facade's checks; use the facade
+    for everything else (opening, sessions, search, import and export, health).
     """
 
     def __init__(
@@ -79,8 +84,7 @@ class StateStore:
         write_budget_s: float | None = None,
         database: Database | None = None,
     ) -> None:
-        #: The write core the store runs its units of work on (see
-        #: :class:`~hermes_repo.database.Database`); ``database`` is one already built
+        #: The write core (see the class docstring); ``database`` is one already built
         #: on ``engine`` (by :meth:`open`).
         self.database = database or Database(
             home, engine, driver, guard, write_budget_s=write_budget_s
@@ -160,7 +164,7 @@ class StateStore:
         write_budget_s = arguments.budget_seconds("write_budget_s", write_budget_s)
         arguments.optional_text("url", url)
         db_path = db_path_for_home(home)
-        _check_home(db_path.parent)  # a server's store keeps its spool there too
+        opening.check_home(db_path.parent)  # a server's store keeps its spool there too
         opened = opening.open_store(
             db_path,
             resolve_url(url),
@@ -179,13 +183,14 @@ class StateStore:
             write_budget_s=write_budget_s,
             database=database,
         )
-        store._identify_at_open()
+        store.store_identity = opening.identify_at_open(database) or store.store_identity
         if recover:
-            store._recover_at_open()
+            store.last_recovery = opening.recover_at_open(store, database.write_policy)
         return store
 
     @property
     def engine(self) -> Engine:
+        """The store's SQLAlchemy engine (:attr:`database`'s)."""
         return self.database.engine
 
     @property
@@ -220,19 +225,13 @@ class StateStore:
         """True once the file was found structurally damaged: writes are refused."""
         return self.database.quarantined
 
-    def write(
-        self,
-        work: Callable[[UnitOfWork], T],
-        policy: RetryPolicy | None = None,
-        *,
-        first_try: Callable[[], T | None] | None = None,
-    ) -> T:
+    def write(self, work: Callable[[UnitOfWork], T], policy: RetryPolicy | None = None) -> T:
         """Run ``work`` in a unit of work and commit; the whole unit is replayed on
         transient errors (locked, busy, read-only) within ``policy``'s time budget
         (default: the store's, see :meth:`open`); see :meth:`Database.write
         <hermes_repo.database.Database.write>`.
         """
-        return self.database.write(work, policy, first_try=first_try)
+        return self.database.write(work, policy)
 
     # -- transcripts -----------------------------------------------------------------
 
@@ -273,37 +272,6 @@ class StateStore:
         an older store could not be written at this open (read-only, quarantined,
         locked): a later open makes it."""
         return self.store_identity.store_id
-
-    def _identify_at_open(self) -> None:
-        # Short budget, never fatal: the id of an older store is made by the first open
-        # that can write; until then spool records name the store by its target.
-        policy = RetryPolicy(budget_s=min(self.write_policy.budget_s, 2.0))
-        try:
-            self.store_identity = ensure_identity(self.database, policy)
-        except Exception as exc:
-            log.warning("the store id could not be read or made at open: %s", exc)
-
-    def _recover_at_open(self) -> None:
-        # Short budget: a store held by a busy writer must still open promptly; what
-        # cannot be replayed now is replayed by a later open or `hermes-repo pending
-        # recover`.
-        policy = RetryPolicy(budget_s=min(self.write_policy.budget_s, 2.0))
-        try:
-            report = replay_pending(self, policy=policy)
-        except Exception as exc:  # recovery must never make the open fail
-            log.warning("pending transcripts not recovered at open: %s", exc)
-            return
-        self.last_recovery = report
-        if report.inserted or report.kept or report.errors:
-            log.warning(
-                "recovered pending transcripts: %d file(s), %d inserted, %d duplicate(s), "
-                "%d kept%s",
-                report.files,
-                report.inserted,
-                report.duplicates,
-                report.kept,
-                f"; {'; '.join(report.errors)}" if report.errors else "",
-            )
 
     def import_hermes_db(
         self,
@@ -496,26 +464,9 @@ class StateStore:
     ) -> ImportReport:
         """Import a JSON Lines file, one session per unit of work; idempotent (see
         :func:`hermes_repo.transfer.import_jsonl`)."""
-        return import_jsonl(self, arguments.path_argument("path", path), progress=progress)
+        return import_jsonl(self.database, arguments.path_argument("path", path), progress=progress)
 
     def export_session(self, session_id: str, fmt: str = "jsonl") -> str:
         """One session's replay as JSON Lines or Markdown text (see
         :func:`hermes_repo.transfer.export_session`)."""
-        return export_session(self, session_id, fmt)
-
-
-def _check_home(folder: Path) -> None:
-    """Refuse, naming the folder and the cause, a home the OS cannot use (a file in the
-    way, a name too long, no permission, a read-only file system): these used to leave
-    ``StateStore.open`` as a raw ``OSError``. A missing folder is created (0700) here."""
-    fix = "pass a folder this process can create and write (--home or HERMES_HOME)"
-    try:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except FileExistsError as exc:  # a file, or a link to one, in the folder's place
-        raise ConfigurationError(f"{folder} is not a folder; {fix}") from exc
-    except OSError as exc:
-        raise ConfigurationError(
-            f"cannot use {folder} as the store's folder: {exc.strerror or exc}; {fix}"
-        ) from exc
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise ConfigurationError(f"{folder} is not writable by this process; {fix}")
+        return export_session(self.database, session_id, fmt)

@@ -13,7 +13,8 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from .backend import backend_of
-from .errors import CommitUnknownError, HermesRepoError, commit_outcome_unknown, describe, translate
+from .driver_errors import commit_outcome_unknown, describe, translate
+from .errors import CommitUnknownError, HermesRepoError
 from .identity import Identities
 from .repositories import MessageRepository, MetaRepository, SessionRepository
 from .repositories.entries import EntryRepository

@@ -23,8 +23,9 @@ from typing import Any
 import click
 
 from .. import __version__
+from ..driver_errors import translate
 from ..engine import select_driver
-from ..errors import HermesRepoError, translate
+from ..errors import HermesRepoError
 from ._lazy import LazyCommand, LazyGroup
 from ._options import URL_HELP
 from ._output import CliError, terminal_text, warning_line

@@ -10,13 +10,14 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy import select, update
 
-from ..backend import Backend, backend_of
+from ..backend import backend_of
 from ..codec import dumps
 from ..codec.checks import check_server_text
+from ..core import WriteCore
 from ..errors import ImportSourceError
 from ..models import messages_table
 from ..transcript.reconcile import ORIGINAL_REASON, keep_copy
@@ -60,15 +61,9 @@ _HERMES_TABLES = frozenset(
 )
 
 
-class ImportTarget(Protocol):
-    """What the import needs of a store: units of work, and writes retried on locks."""
-
-    @property
-    def backend(self) -> Backend: ...
-
-    def unit_of_work(self) -> UnitOfWork: ...
-
-    def write(self, work: Callable[[UnitOfWork], T]) -> T: ...
+#: Deprecated alias of :class:`~hermes_repo.core.WriteCore` (what the import needs of a
+#: store), kept for one release.
+ImportTarget = WriteCore
 
 
 @dataclass

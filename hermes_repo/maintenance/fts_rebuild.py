@@ -33,8 +33,9 @@ from typing import Any
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import DBAPIError
 
+from ..driver_errors import classify
 from ..engine import WRITE_OPTION
-from ..errors import ErrorKind, HermesRepoError, StateDbCorruptError, classify
+from ..errors import ErrorKind, HermesRepoError, StateDbCorruptError
 from ..holders import HolderLock, StoreHeldError
 from ..quarantine import is_quarantined
 from ..schema import fts

@@ -22,8 +22,9 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 
 from .. import walcheck
+from ..driver_errors import translate
 from ..engine import Driver, create_store_engine, engine_driver
-from ..errors import SchemaMismatchError, translate
+from ..errors import SchemaMismatchError
 from ..schema import migrate
 from ..schema.backup import timestamped_backup
 from .snapshots import Snapshot, SnapshotVerifyError, snapshot_before

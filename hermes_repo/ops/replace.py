@@ -36,9 +36,10 @@ from typing import Any
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError
 
+from ..driver_errors import describe
 from ..engine import DriverName, db_path_for_home, select_driver
 from ..engine_pg import SQLITE_FILE
-from ..errors import HermesRepoError, ReplaceError, describe
+from ..errors import HermesRepoError, ReplaceError
 from ..holders import HolderLock, StoreHeldError, lock_pids, pid_alive
 from ..maintenance.sqlite_only import refuse_on_server
 from ..schema import migrate

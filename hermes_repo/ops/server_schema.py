@@ -16,8 +16,9 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool
 
+from ..driver_errors import translate
 from ..engine_pg import PgTarget, create_pg_engine, safe_url
-from ..errors import SchemaMismatchError, translate
+from ..errors import SchemaMismatchError
 from ..retry import STORE_WRITE_BUDGET_S
 from ..schema import migrate, server
 

@@ -20,8 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..driver_errors import describe
 from ..engine import Driver
-from ..errors import describe
 from ..schema.tables import CANONICAL_TABLES
 from .copy import make_copy
 from .pagescan import LeafRef, PageSource, ScannedRow, Scanner

@@ -12,8 +12,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..driver_errors import describe
 from ..engine import Driver
-from ..errors import describe
 from .report import MAX_ROWID, MIN_ROWID, TableReport
 from .shapes import quote
 

@@ -14,8 +14,8 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
+from ..driver_errors import describe
 from ..engine import Driver
-from ..errors import describe
 from ..schema import fts
 from .report import SAMPLE, SalvageResult
 from .shapes import key_column, quote

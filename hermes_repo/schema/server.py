@@ -31,8 +31,9 @@ from sqlalchemy import Engine, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
+from ..driver_errors import pg_sqlstate
 from ..engine import WRITE_OPTION
-from ..errors import ConfigurationError, DatabaseBusyError, pg_sqlstate
+from ..errors import ConfigurationError, DatabaseBusyError
 
 __all__ = ["MIGRATION_LOCK_KEY", "check_database", "configured_schema", "migration_lock"]
 

@@ -31,14 +31,8 @@ from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
 from ..database import WriteCore
-from ..errors import (
-    ErrorKind,
-    IntegrityViolation,
-    NotFoundError,
-    UidConflictError,
-    classify,
-    describe,
-)
+from ..driver_errors import classify, describe
+from ..errors import ErrorKind, IntegrityViolation, NotFoundError, UidConflictError
 from ..models import messages_table
 from ..retry import RetryPolicy
 from ..uow import UnitOfWork

@@ -67,7 +67,8 @@ from sqlalchemy.exc import DBAPIError
 
 from ..backend import backend_of
 from ..codec import MESSAGE_COLUMNS, content_columns, dumps, encode_text, new_uid, row_to_message
-from ..errors import ReconcileConflict, describe
+from ..driver_errors import describe
+from ..errors import ReconcileConflict
 from ..models import messages_table, sessions_table
 from .repair import (
     RULE_UNMERGEABLE_ASSISTANT,

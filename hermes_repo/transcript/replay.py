@@ -82,14 +82,8 @@ from sqlalchemy import select
 
 from ..codec import dumps, message_to_row
 from ..database import Database, WriteCore
-from ..errors import (
-    ConfigurationError,
-    ErrorKind,
-    HermesRepoError,
-    IntegrityViolation,
-    classify,
-    describe,
-)
+from ..driver_errors import classify, describe
+from ..errors import ConfigurationError, ErrorKind, HermesRepoError, IntegrityViolation
 from ..ids import validate_session_id
 from ..models import messages_table
 from ..provenance import (

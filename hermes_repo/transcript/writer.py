@@ -45,16 +45,10 @@ from sqlalchemy.engine import Connection
 from ..arguments import message_list
 from ..codec import check_server_text, dumps, escape_surrogates, message_to_row, new_uid
 from ..database import Database, WriteCore
+from ..driver_errors import classify, describe
 from ..engine import DB_NAME, db_path_for_home, default_home
 from ..engine_pg import resolve_url
-from ..errors import (
-    ConfigurationError,
-    ErrorKind,
-    HermesRepoError,
-    IntegrityViolation,
-    classify,
-    describe,
-)
+from ..errors import ConfigurationError, ErrorKind, HermesRepoError, IntegrityViolation
 from ..ids import validate_session_id
 from ..models import messages_table
 from ..provenance import StoreIdentity, database_target, sqlite_target, url_target

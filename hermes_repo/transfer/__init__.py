@@ -20,10 +20,12 @@
   :meth:`StateStore.get_session` return it.
 
 Every error is a :class:`~hermes_repo.errors.HermesRepoError` naming the cause and the
-fix. The functions take the store as a :class:`TransferStore` (a
-:class:`~hermes_repo.store.StateStore` is one).
+fix. The functions take the store as a :class:`~hermes_repo.core.WriteCore` (a
+:class:`~hermes_repo.store.StateStore` is one, and so is its ``database``);
+``TransferStore`` is that Protocol's deprecated old name, kept for one release.
 """
 
+from ..core import WriteCore
 from .catalog import SessionInfo
 from .export import (
     EXPORT_FORMATS,
@@ -37,8 +39,10 @@ from .export import (
 )
 from .jsonl_import import ImportProgress, ImportReport, JsonlImportError, import_jsonl
 from .markdown import content_text, format_time, render_markdown
-from .protocols import TransferStore
 from .targets import refuse_store_targets, store_file_problem
+
+#: Deprecated alias of :class:`~hermes_repo.core.WriteCore`, kept for one release.
+TransferStore = WriteCore
 
 __all__ = [
     "EXPORT_FORMATS",

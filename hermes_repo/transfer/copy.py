@@ -57,6 +57,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.engine import Connection, make_url
 
+from ..core import WriteCore
 from ..errors import ConfigurationError, CopyVerificationError, IntegrityViolation
 from ..models import messages_table, sessions_table, state_meta_table
 from ..repositories.meta import MetaRepository
@@ -151,7 +152,7 @@ class CopyReport:
         }
 
 
-def describe_endpoint(end: CopyEndpoint) -> str:
+def describe_endpoint(end: WriteCore) -> str:
     """The end's database URL with its password hidden (safe to print or log)."""
     url = end.engine.url
     if url.get_backend_name() == "sqlite" and url.database:
@@ -165,7 +166,7 @@ def _shown(path: str) -> str:
     return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-def _command_arg(end: CopyEndpoint) -> str:
+def _command_arg(end: WriteCore) -> str:
     """How a ``hermes-repo`` command names ``end``: a folder, or a URL without its
     password (PGPASSWORD or ~/.pgpass give it)."""
     url = end.engine.url
@@ -174,7 +175,7 @@ def _command_arg(end: CopyEndpoint) -> str:
     return shlex.quote(url.set(password=None).render_as_string(hide_password=False))
 
 
-def rerun_command(source: CopyEndpoint, target: CopyEndpoint, batch_size: int) -> str:
+def rerun_command(source: WriteCore, target: WriteCore, batch_size: int) -> str:
     """The ``hermes-repo db copy`` command that copies ``source`` into ``target`` again
     (it resumes: only what is missing or different is written). No password appears."""
     src, dst = _command_arg(source), _command_arg(target)
@@ -183,7 +184,7 @@ def rerun_command(source: CopyEndpoint, target: CopyEndpoint, batch_size: int) -
     return f"hermes-repo {option} {src} db copy --to {dst}{size}"
 
 
-def _identity(end: CopyEndpoint) -> str:
+def _identity(end: WriteCore) -> str:
     url = end.engine.url
     if url.get_backend_name() == "sqlite" and url.database:
         # The path itself, not a rendered URL: a folder name from non-UTF-8 argv bytes
@@ -246,7 +247,7 @@ def store_checksums(conn: Connection) -> dict[str, dict[str, int]]:
     }
 
 
-def _verify(source: CopyEndpoint, target: CopyEndpoint) -> dict[str, dict[str, int]]:
+def _verify(source: WriteCore, target: WriteCore) -> dict[str, dict[str, int]]:
     theirs = source.read(store_checksums)
     ours = target.read(store_checksums)
     for table, figures in theirs.items():
@@ -287,8 +288,8 @@ def _finish(source_id: str | None, uow: UnitOfWork) -> list[str]:
 
 
 def copy_store(
-    source: CopyEndpoint,
-    target: CopyEndpoint,
+    source: WriteCore,
+    target: WriteCore,
     *,
     batch_size: int = DEFAULT_BATCH_SIZE,
     progress: CopyProgress | None = None,

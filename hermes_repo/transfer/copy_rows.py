@@ -23,12 +23,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     BigInteger,
     Column,
-    Engine,
     Integer,
     MetaData,
     Table,
@@ -41,6 +40,7 @@ from sqlalchemy.engine import Connection
 
 from ..backend import Backend, backend_of
 from ..codec import loads
+from ..core import WriteCore
 from ..errors import CopyConflictError, CopyError
 from ..models import messages_table, sessions_table, state_meta_table
 from ..schema.copy_mark import COPIED_FROM_KEY, COPY_MARK_KEY, STORE_ID_KEY
@@ -99,19 +99,9 @@ _CLEAN = (
 )
 
 
-class CopyEndpoint(Protocol):
-    """What a copy needs of each end (a :class:`~hermes_repo.StateStore` is one)."""
-
-    @property
-    def engine(self) -> Engine: ...
-
-    def read(self, work: Callable[[Connection], T]) -> T:
-        """Run ``work`` in a read transaction, replayed whole on transient errors."""
-        ...
-
-    def write(self, work: Callable[[UnitOfWork], T]) -> T:
-        """Run ``work`` in one write transaction, replayed whole, and commit."""
-        ...
+#: Deprecated alias of :class:`~hermes_repo.core.WriteCore` (what a copy needs of
+#: each end), kept for one release.
+CopyEndpoint = WriteCore
 
 
 @dataclass
@@ -145,7 +135,7 @@ def _slice(table: Table, key: Column[Any], after: Any, limit: int) -> Any:
 
 
 def _batches(
-    end: CopyEndpoint, table: Table, key: Column[Any], size: int, where: Any = None
+    end: WriteCore, table: Table, key: Column[Any], size: int, where: Any = None
 ) -> Iterable[list[Row]]:
     """The rows of ``table`` in ``key`` order, one read transaction per batch."""
     after: Any = None
@@ -182,7 +172,7 @@ def _check_text(rows: Sequence[Row], backend: Backend, table: str) -> None:
 # -- the passes ------------------------------------------------------------------------
 
 
-def copy_sessions(source: CopyEndpoint, target: CopyEndpoint, size: int) -> TableTally:
+def copy_sessions(source: WriteCore, target: WriteCore, size: int) -> TableTally:
     """Every session row; a parent link waits for :func:`copy_links` when its parent is
     not in the target yet (sessions are walked by id, not by compression chain)."""
     tally = TableTally()
@@ -268,7 +258,7 @@ def _insert_rows(conn: Connection, table: Table, rows: list[Row]) -> None:
         conn.exec_driver_sql(head + ", ".join([one] * len(chunk)), params)
 
 
-def copy_links(source: CopyEndpoint, target: CopyEndpoint, size: int) -> int:
+def copy_links(source: WriteCore, target: WriteCore, size: int) -> int:
     """Set each session's parent as in the source, now that every session is present."""
     linked = 0
     has_parent = _sessions.c.parent_session_id.is_not(None)
@@ -293,8 +283,8 @@ def _link(conn: Connection, want: Mapping[str, str]) -> int:
 
 
 def copy_messages(
-    source: CopyEndpoint,
-    target: CopyEndpoint,
+    source: WriteCore,
+    target: WriteCore,
     size: int,
     on_batch: Callable[[int], None],
 ) -> TableTally:
@@ -365,7 +355,7 @@ def _counter_deltas(rows: Sequence[Row], have: Mapping[Any, Row]) -> dict[str, t
     return {sid: d for sid, d in deltas.items() if d != (0, 0)}
 
 
-def copy_counters(source: CopyEndpoint, target: CopyEndpoint, size: int) -> int:
+def copy_counters(source: WriteCore, target: WriteCore, size: int) -> int:
     """Set each session's counters to the source's figures; the sessions changed.
 
     After the message batches they already count the target's active rows; this
@@ -406,7 +396,7 @@ def _same_message(want: Mapping[str, Any], have: Mapping[str, Any]) -> None:
         )
 
 
-def copy_meta(source: CopyEndpoint, target: CopyEndpoint, size: int) -> TableTally:
+def copy_meta(source: WriteCore, target: WriteCore, size: int) -> TableTally:
     """The canonical ``state_meta`` rows (not :data:`DERIVED_META_KEYS`)."""
     tally = TableTally()
     canonical = _meta.c.key.not_in(sorted(DERIVED_META_KEYS))
@@ -424,7 +414,7 @@ def _write_meta(conn: Connection, rows: list[Row]) -> TableTally:
 # -- refusing another store's data ---------------------------------------------------------
 
 
-def refuse_foreign_rows(source: CopyEndpoint, target: CopyEndpoint, size: int) -> None:
+def refuse_foreign_rows(source: WriteCore, target: WriteCore, size: int) -> None:
     """Raise :class:`CopyConflictError` unless every row of the target is a row of the
     source (same session id and start; same message id, session and uid; same meta key).
 

@@ -42,8 +42,8 @@ from ..errors import HermesRepoError, ImportSourceError, JsonlImportError
 from ..ids import validate_session_id
 
 if TYPE_CHECKING:
+    from ..core import WriteCore
     from ..uow import UnitOfWork
-    from .protocols import TransferStore
 
 __all__ = ["ImportProgress", "ImportReport", "JsonlImportError", "import_jsonl"]
 
@@ -269,7 +269,7 @@ def _lines(fh: BinaryIO) -> Iterator[bytes]:
 
 
 def import_jsonl(
-    store: TransferStore,
+    store: WriteCore,
     path: str | os.PathLike[str],
     *,
     progress: ImportProgress | None = None,

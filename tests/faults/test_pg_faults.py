@@ -26,7 +26,8 @@ from hermes_repo import (
     QueryTimeoutError,
     StateStore,
 )
-from hermes_repo.errors import ErrorKind, classify, pg_sqlstate
+from hermes_repo.driver_errors import classify, pg_sqlstate
+from hermes_repo.errors import ErrorKind
 from hermes_repo.uow import UnitOfWork
 from tests.support.pg import PgServer, free_port
 from tests.support.stores import new_session

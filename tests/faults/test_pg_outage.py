@@ -22,7 +22,8 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from hermes_repo import DatabaseBusyError, StateStore, TranscriptWriter
-from hermes_repo.errors import ErrorKind, classify
+from hermes_repo.driver_errors import classify
+from hermes_repo.errors import ErrorKind
 from hermes_repo.transcript import spool
 from tests.support.pg import PgServer
 from tests.support.pg_cluster import OwnCluster, Rows, own_cluster

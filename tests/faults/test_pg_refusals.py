@@ -27,7 +27,8 @@ from hermes_repo import (
     StateStore,
     TranscriptWriter,
 )
-from hermes_repo.errors import ErrorKind, classify
+from hermes_repo.driver_errors import classify
+from hermes_repo.errors import ErrorKind
 from tests.support.pg import PASSWORD_GROUP, PgServer, RawPg
 from tests.support.spooling import pending_files
 

@@ -67,7 +67,7 @@ FF = "tests/faults/test_flush_faults.py"
 MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "quarantine-handle-error",
-        "hermes_repo/database.py",
+        "hermes_repo/core/verdict.py",
         "        elif structural:\n            error = StateDbCorruptError(\n",
         "        elif False:\n            error = StateDbCorruptError(\n",
         (f"{QP}::test_structural_damage_met_on_any_path_quarantines_and_nothing_reaches_the_file",),
@@ -123,7 +123,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "degrade-not-recognised",
-        "hermes_repo/database.py",
+        "hermes_repo/core/verdict.py",
         "        elif kind is ErrorKind.FTS:\n            fts_damage = True",
         "        elif kind is ErrorKind.FTS:\n            fts_damage = False",
         (f"{FD}::test_write_through_a_damaged_index_succeeds_with_the_index_detached",),
@@ -257,7 +257,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "lost-reply-xid-ignored",
-        "hermes_repo/database.py",
+        "hermes_repo/core/units.py",
         '            if status == "committed":\n                return True',
         '            if status == "committed":\n                return False',
         (f"{LR}::test_a_unit_that_writes_no_identity_is_settled_by_its_transaction_id",),

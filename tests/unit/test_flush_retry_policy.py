@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
+from hermes_repo.driver_errors import classify, transient_cause, translate
 from hermes_repo.errors import (
     DatabaseBusyError,
     ErrorKind,
@@ -16,9 +17,6 @@ from hermes_repo.errors import (
     StateDbCorruptError,
     StorageFullError,
     WriteFailedError,
-    classify,
-    transient_cause,
-    translate,
 )
 from hermes_repo.retry import RetryPolicy, run_with_retry
 

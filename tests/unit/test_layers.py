@@ -33,11 +33,22 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("hermes_import", "transfer", "transcript"),
     ("provenance",),
     ("database",),
+    ("core",),
     ("uow", "repositories", "identity", "kept"),
     ("walcheck", "holders", "quarantine", "fileid", "sqlite_copies", "retry"),
     ("schema",),
     ("engine_pg", "engine", "backend", "homes", "sqlite_capi"),
-    ("models", "codec", "roles", "arguments", "ids", "controls", "hints", "errors"),
+    (
+        "models",
+        "codec",
+        "roles",
+        "arguments",
+        "ids",
+        "controls",
+        "hints",
+        "driver_errors",
+        "errors",
+    ),
 )
 RANK = {name: i for i, name in enumerate(n for row in LAYERS for n in row)}
 

@@ -14,14 +14,9 @@ import pytest
 from psycopg import errors as pg
 
 from hermes_repo import ConfigurationError, DatabaseBusyError, StateStore, StorageFullError
+from hermes_repo.driver_errors import classify, translate
 from hermes_repo.engine_pg import resolve_url
-from hermes_repo.errors import (
-    ErrorKind,
-    IntegrityViolation,
-    QueryTimeoutError,
-    classify,
-    translate,
-)
+from hermes_repo.errors import ErrorKind, IntegrityViolation, QueryTimeoutError
 
 
 @pytest.mark.parametrize(

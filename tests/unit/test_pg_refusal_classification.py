@@ -13,7 +13,8 @@ import pytest
 from psycopg import errors as pg
 
 from hermes_repo import ServerConfigError
-from hermes_repo.errors import ErrorKind, classify, translate
+from hermes_repo.driver_errors import classify, translate
+from hermes_repo.errors import ErrorKind
 
 FAILED = 'connection failed: connection to server at "10.0.0.5", port 5432 failed: '
 

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...driver_errors import classify, describe
 from ...engine import Driver
-from ...errors import ErrorKind, classify, describe
+from ...errors import ErrorKind
 from ...schema import migrate
 from ...schema.files import read_only_connect
 from ...schema.tables import store_counts

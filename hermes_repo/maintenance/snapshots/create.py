@@ -23,9 +23,10 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError
 
 from ... import walcheck
+from ...driver_errors import classify, describe
 from ...engine import Driver, db_path_for_home, select_driver
 from ...engine_pg import SQLITE_FILE
-from ...errors import ErrorKind, classify, describe
+from ...errors import ErrorKind
 from ...schema.backup import backup_to, read_only_engine
 from ...schema.files import fsync_dir, fsync_file, read_only_connect, store_bytes
 from ..sqlite_only import refuse_on_server

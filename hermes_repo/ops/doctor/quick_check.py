@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import ErrorKind, classify
+from ...driver_errors import classify
+from ...errors import ErrorKind
 from ...schema.tables import CANONICAL_TABLES
 from .context import (
     CheckResult,

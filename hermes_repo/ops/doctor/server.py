@@ -18,8 +18,8 @@ from typing import Any
 
 from sqlalchemy.exc import DBAPIError
 
+from ...driver_errors import describe
 from ...engine_pg import PgTarget
-from ...errors import describe
 from ...maintenance.sqlite_only import SEARCH_INDEXES, reindex_commands
 from ...schema import migrate
 from ...schema.tables import CANONICAL_TABLES, COUNT_SQL

@@ -11,9 +11,9 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool
 
+from ...driver_errors import describe
 from ...engine import select_driver
 from ...engine_pg import URL_ENV, PgTarget, create_pg_engine
-from ...errors import describe
 from .context import DoctorContext, DoctorReadError
 
 __all__ = ["ServerContext"]

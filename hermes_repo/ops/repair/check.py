@@ -9,8 +9,9 @@ from pathlib import Path
 from sqlalchemy.exc import DBAPIError
 
 from ... import quarantine
+from ...driver_errors import describe
 from ...engine import Driver, select_driver
-from ...errors import HermesRepoError, describe
+from ...errors import HermesRepoError
 from ...holders import HolderLock
 from ...maintenance.fts_rebuild import REPAIR_COMMAND
 from ...schema.backup import read_only_engine

@@ -10,9 +10,10 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError
 
 from ... import quarantine
+from ...driver_errors import describe
 from ...engine import WRITE_OPTION, Driver, create_store_engine, db_path_for_home, select_driver
 from ...engine_pg import resolve_url
-from ...errors import HermesRepoError, RepairError, RepairStoreHeldError, describe
+from ...errors import HermesRepoError, RepairError, RepairStoreHeldError
 from ...holders import HolderLock, StoreHeldError
 from ...maintenance.fts_rebuild import REPAIR_COMMAND
 from ...maintenance.snapshots import snapshot_before

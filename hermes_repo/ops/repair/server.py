@@ -17,8 +17,9 @@ from pathlib import Path
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
+from ...driver_errors import describe
 from ...engine_pg import PgTarget
-from ...errors import HermesRepoError, NotOnThisBackendError, describe
+from ...errors import HermesRepoError, NotOnThisBackendError
 from ...maintenance.sqlite_only import server_tool
 from ...schema.tables import COUNT_SQL
 from ...store import StateStore

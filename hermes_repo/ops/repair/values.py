@@ -42,7 +42,7 @@ from ...backend import backend_of
 from ...codec import MAX_TIMESTAMP, invalid_reason, raw_value
 from ...codec.content import content_columns
 from ...codec.text import NOT_UTF8, encode_text, kept_bytes, lenient_text, loads, not_utf8
-from ...database import WriteCore
+from ...core import WriteCore
 from ...models import messages_table, sessions_table
 from ...transcript.reconcile import keep_original
 from ...uow import UnitOfWork

@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 
-from ...errors import describe
+from ...driver_errors import describe
 from ...schema import fts
 from ...schema.tables import store_counts
 from .verdict import VerifyItem

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
     from ...backend import Backend
-    from ...database import Failure
+    from ...core.verdict import Failure
 
 __all__ = ["SearchCore", "StoreSearch"]
 
