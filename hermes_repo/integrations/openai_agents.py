@@ -13,8 +13,8 @@ What the store adds over the SDK's ``SQLiteSession``:
 * a write the database cannot take in time (locked past the budget, a server away) is
   spooled to ``sessions/<sid>.pending.jsonl`` and replayed exactly once; the session's
   objects in this process still return those items meanwhile. On a damaged file the
-  items go to the salvage file and ``add_items`` raises ``StateDbCorruptError`` naming
-  ``hermes-repo sessions recover``; a full disk raises ``StorageFullError``;
+  items go to the hold file and ``add_items`` raises ``StateDbCorruptError`` naming
+  ``hermes-repo sessions salvage``; a full disk raises ``StorageFullError``;
 * ``pop_item`` and ``clear_session`` archive rows with a reason, never delete them
   (``hermes-repo sessions show SID --include-inactive`` shows them);
 * every item is an ordinary message row: ``hermes-repo search`` finds its text (CJK
@@ -90,7 +90,7 @@ T = TypeVar("T")
 _ALL = 2**62
 
 # Failures the database, not an item, causes (a lock past the budget, a server away, a
-# full disk, a damaged file or index): the items go to the spool (or the salvage file).
+# full disk, a damaged file or index): the items go to the spool (or the hold file).
 # Any other failure rolled the call's unit back and is raised: nothing of it is stored.
 _SOURCE_SQL = "SELECT source FROM sessions WHERE id = ?"
 _SPOOLED_KINDS = frozenset({"transient", "disk", "corrupt", "fts", "timeout"})
@@ -315,7 +315,7 @@ class HermesSession:
         checking the session is ours; True when nothing is pending any more."""
         assert self._pending is not None
         self._check_owner(store)
-        report = store.recover_pending(self.key, write_budget_s=budget)
+        report = store.replay_pending(self.key, write_budget_s=budget)
         if self._pending.exists():
             self._last_replay_errors = list(report.errors)
             return False
@@ -330,7 +330,7 @@ class HermesSession:
         raise DatabaseBusyError(
             f"items of session {self.session_id!r} are still in the spool "
             f"({'; '.join(self._last_replay_errors) or 'not replayed'}); retry when the "
-            "database takes writes again, or run: hermes-repo pending recover"
+            "database takes writes again, or run: hermes-repo pending replay"
         )
 
     def _get_items(self, last: int | None) -> list[Any]:
@@ -410,7 +410,7 @@ class HermesSession:
         messages: list[dict[str, Any]],
     ) -> None:
         """The database did not take ``messages`` within the budget: the writer (one
-        more attempt, then the spool or, on a damaged file, the salvage file)."""
+        more attempt, then the spool or, on a damaged file, the hold file)."""
         try:
             # The writer tries the database once more, outside this call's checked unit:
             # a session another door took meanwhile must not get the items.
@@ -437,13 +437,13 @@ class HermesSession:
                 "lost that was saved before, retry add_items"
             )
         if result.spooled and store.quarantined:
-            # Kept in the salvage file, which only `sessions recover` brings back:
+            # Kept in the hold file, which nothing replays by itself (doctor says how):
             # not returned as if they were pending, and the caller must know.
             raise StateDbCorruptError(
                 f"the store's file is damaged and quarantined: {result.spooled} item(s) "
-                f"of session {self.session_id!r} were kept in the salvage file under "
+                f"of session {self.session_id!r} were kept in the hold file under "
                 f"sessions/ beside it ({result.error}); run hermes-repo doctor, then "
-                "hermes-repo sessions recover"
+                "hermes-repo sessions salvage"
             )
         if result.spooled:
             spooled = set(result.spooled_uids)

@@ -138,22 +138,22 @@ def replay_command(owner: spool.SpoolOwner, here: StoreIdentity, path: Path) -> 
     home = path.parent.parent
     if owner.store_id and owner.store_id in here.copied_from:
         command = target_display_command(
-            here.target, f"pending recover --adopt {owner.store_id}", home=home
+            here.target, f"pending replay --adopt {owner.store_id}", home=home
         )
     elif owner.target and not (owner.store_id and _same_target(owner.target, here.target)):
-        command = target_display_command(owner.target, "pending recover", home=home)
+        command = target_display_command(owner.target, "pending replay", home=home)
     elif owner.known:
         command = None
     elif here.is_file and here.created_at == math.inf:
         # No store file in this home: the records are most likely those of the server
         # the home's agent used; only the operator knows its URL.
         command = (
-            f"hermes-repo --home {shlex.quote(str(home))} --url URL pending recover "
+            f"hermes-repo --home {shlex.quote(str(home))} --url URL pending replay "
             f"--adopt {ADOPT_LEGACY}"
         )
     else:
         command = target_display_command(
-            here.target, f"pending recover --adopt {ADOPT_LEGACY}", home=home
+            here.target, f"pending replay --adopt {ADOPT_LEGACY}", home=home
         )
     return None if command is None else command.replace("{file}", shlex.quote(str(path)))
 

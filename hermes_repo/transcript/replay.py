@@ -36,7 +36,7 @@ For each ``sessions/<sid>.pending.jsonl``, under the file's lock:
 :mod:`hermes_repo.provenance`):
 
 * a record naming a ``store_id`` only into the store with that id (or into a store
-  whose ``copied_from`` lists it, when the operator adopts it: ``pending recover
+  whose ``copied_from`` lists it, when the operator adopts it: ``pending replay
   --adopt ID``);
 * a record naming only a ``target`` (its writer never reached a store: the open
   failed) only into a store at that target (same file, or same server host, port and

@@ -24,7 +24,7 @@ class FlushResult:
 
     Counts cover the messages of the call's list that were not committed when it
     started: ``written`` are committed now; ``spooled`` are safe in a spool file (the
-    pending queue, or the salvage file while the database is damaged); ``unsaved`` are
+    pending queue, or the hold file while the database is damaged); ``unsaved`` are
     only in memory because the spool could not be written either (then ``error`` says
     both causes, and the next flush tries them again). ``error`` is None when every
     storable message reached the database. ``rejected`` messages can never be stored

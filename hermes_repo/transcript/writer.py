@@ -6,7 +6,7 @@ transaction (a group commit; one transaction per message only when the group fai
 way one message can cause, see :mod:`.group`); the store's retry policy replays a locked
 or read-only write within the budget. When a write fails in a way retry cannot fix,
 the messages not yet committed go at once to ``<home>/sessions/<sid>.pending.jsonl``
-(fsynced, 0600), which :meth:`StateStore.recover_pending` replays exactly once. Without a store (its
+(fsynced, 0600), which :meth:`StateStore.replay_pending` replays exactly once. Without a store (its
 initialisation failed) every message goes there.
 
 Durability is tracked by **uid**, never by list position: the writer remembers which
@@ -416,10 +416,10 @@ class TranscriptWriter:
     ) -> FlushResult:
         kind = classify(failure)
         cause = f"{kind.value}: {describe(failure)}" if store is not None else describe(failure)
-        # While the database file is damaged, new messages go to the salvage file: a
+        # While the database file is damaged, new messages go to the hold file: a
         # retry queue would be replayed into the damaged file and spread the damage.
-        salvage = store is not None and kind is ErrorKind.CORRUPT
-        suffix = spool.SALVAGE_SUFFIX if salvage else spool.PENDING_SUFFIX
+        hold = store is not None and kind is ErrorKind.CORRUPT
+        suffix = spool.HOLD_SUFFIX if hold else spool.PENDING_SUFFIX
         target = spool.sessions_dir(self.home) / spool.pending_name(self.session_id, suffix)
         fresh = [m for m in rest if m["uid"] not in self._spooled]
         try:

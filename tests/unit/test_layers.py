@@ -37,7 +37,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("walcheck", "holders", "quarantine", "fileid", "sqlite_copies", "retry"),
     ("schema",),
     ("engine_pg", "engine", "backend", "homes", "sqlite_capi"),
-    ("models", "codec", "roles", "arguments", "ids", "controls", "hints", "errors"),
+    ("models", "codec", "roles", "arguments", "ids", "controls", "hints", "errors", "deprecation"),
 )
 RANK = {name: i for i, name in enumerate(n for row in LAYERS for n in row)}
 

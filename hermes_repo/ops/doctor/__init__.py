@@ -12,9 +12,9 @@ through a :class:`DoctorContext` and returns a :class:`CheckResult`: a section o
 (for people and for ``--json``) and the :class:`Finding` s it draws from them, each
 with the command that fixes it. :data:`CHECKS` lists them in report order: the file
 header (NOTADB), the store's facts, a read-only ``quick_check`` of the canonical tables
-(which tells a damaged file, for ``sessions recover``, from a damaged index, for
+(which tells a damaged file, for ``sessions salvage``, from a damaged index, for
 ``sessions repair``), the full-text indexes, this process's quarantine, spool and
-salvage files, snapshots, an unfinished ``db copy`` into the store, and the other
+hold files, snapshots, an unfinished ``db copy`` into the store, and the other
 processes holding the store. A new concern is one more function appended there, in a
 module of its own concern (``journal``, ``header``, ``store``, ``schema``, ``sqlite``,
 ``quick_check``, ``search_index``, ``values``, ``quarantine``, ``spool``, ``snapshots``,

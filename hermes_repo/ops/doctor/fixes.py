@@ -32,14 +32,14 @@ def replace_command(db_path: Path) -> str:
 def recover_commands(db_path: Path) -> tuple[str, str]:
     """The two salvage commands for a store: inspect, then recover into a new file.
 
-    The new file goes to ``<home>/recovered/state.db``: ``sessions recover`` refuses an
+    The new file goes to ``<home>/recovered/state.db``: ``sessions salvage`` refuses an
     existing path, and a ``state.db`` in a folder of its own opens with ``--home``.
     """
     source = shlex.quote(str(db_path))
     output = shlex.quote(str(recovered_path(db_path)))
     return (
-        f"hermes-repo sessions recover --source {source} --inspect-only",
-        f"hermes-repo sessions recover --source {source} --output {output}",
+        f"hermes-repo sessions salvage --source {source} --inspect-only",
+        f"hermes-repo sessions salvage --source {source} --output {output}",
     )
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 from ...errors import UnsafePathError
 from .files import read_spool
 from .names import (
+    HOLD_SUFFIX,
     PENDING_SUFFIX,
     REJECTED_SUFFIX,
-    SALVAGE_SUFFIX,
     session_id_from_name,
     sessions_dir,
 )
@@ -58,7 +58,7 @@ def list_pending(
         names = sorted(n for n in os.listdir(folder) if n.endswith(suffix))
     except FileNotFoundError:
         return []
-    if suffix == SALVAGE_SUFFIX:
+    if suffix == HOLD_SUFFIX:
         # `.pending.jsonl` and `.rejected.jsonl` also end with `.jsonl`.
         names = [n for n in names if not n.endswith((PENDING_SUFFIX, REJECTED_SUFFIX))]
     out = []
