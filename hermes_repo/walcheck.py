@@ -39,6 +39,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .deprecation import warn_renamed
 from .engine import check_journal_files
 from .errors import StoreFileReplacedError, WalSaveError
 from .holders import lock_pids
@@ -91,7 +92,7 @@ class DamagedWal:
     """The saved copy of the database (None: no room for it; only the -wal was saved)."""
     saved_wal: Path
 
-    def recover_command(self) -> str:
+    def salvage_command(self) -> str:
         """The salvage command that reads the saved set."""
         source = self.saved_db if self.saved_db is not None else self.wal.with_name("state.db")
         out = shlex.quote(str(recovered_path(self.wal.with_name("state.db"))))
@@ -103,6 +104,11 @@ class DamagedWal:
             f", then `hermes-repo --home {home} sessions salvage --source {src} --output {out}"
         )
 
+    def recover_command(self) -> str:
+        """Deprecated name of :meth:`salvage_command`."""
+        warn_renamed("DamagedWal.recover_command()", "DamagedWal.salvage_command()")
+        return self.salvage_command()
+
     def message(self) -> str:
         """One line for logs and health notes: the cause and the next step."""
         return (
@@ -110,7 +116,7 @@ class DamagedWal:
             f"would discard its committed frames on the next open. It was saved as "
             f"{self.saved_wal}"
             + (f" with the database as {self.saved_db}" if self.saved_db is not None else "")
-            + f"; salvage its rows with `{self.recover_command()}`"
+            + f"; salvage its rows with `{self.salvage_command()}`"
         )
 
 

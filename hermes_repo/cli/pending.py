@@ -1,10 +1,10 @@
-"""``hermes-repo pending``: transcripts waiting in spool files, and their recovery.
+"""``hermes-repo pending``: transcripts waiting in spool files, and their replay.
 
 When a flush cannot reach the database, messages go to
 ``<home>/sessions/<sid>.pending.jsonl``; they are replayed exactly once by the next
 ``StateStore.open`` or by ``pending replay``. ``pending list`` reads only the files (it
 works while the database itself is locked or broken) and also shows the files that are
-never replayed: ``<sid>.rejected.jsonl`` (lines recovery could not use, kept for
+never replayed: ``<sid>.rejected.jsonl`` (lines the replay could not use, kept for
 inspection) and ``<sid>.jsonl`` (salvage written while the database was damaged).
 """
 
@@ -172,9 +172,9 @@ def list_pending(state: CliState, as_json: bool) -> None:
     and the store (and session source) their records belong to.
 
     Only `pending` files are replayed (by the next open of the store, or `pending
-    recover`), and only into the store their records name: a file of another store
+    replay`), and only into the store their records name: a file of another store
     says why it is not replayed here and the command that replays it where it
-    belongs. `rejected` and `salvage` files are kept for inspection. Never opens the
+    belongs. `rejected` and `salvage` (hold) files are kept for inspection. Never opens the
     database (a SQLite file's id is read read-only; a server's is not read).
 
     \b

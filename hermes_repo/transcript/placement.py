@@ -93,7 +93,7 @@ def belongs_here(
             return (
                 f"belongs to store {owner.store_id}, which was at {owner.target}; the file "
                 f"there now is {mine} (moved or replaced): put that store's file back and "
-                "recover, or adopt them into a store copied from it"
+                "replay them, or adopt them into a store copied from it"
             )
         at = f" at {owner.target}" if owner.target else ""
         return f"belongs to store {owner.store_id}{at}, not {mine}"

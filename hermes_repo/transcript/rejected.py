@@ -26,7 +26,7 @@ def keep_rejected(home: os.PathLike[str] | str, session_id: str, lines: list[byt
     with spool.spool_lock(home, name):
         existing = spool.read_spool(home, name)
         # A crash between this append and the delete of the spool file makes the next
-        # recovery keep the same lines again: write each one once.
+        # replay keep the same lines again: write each one once.
         have: set[bytes] = set()
         if existing is not None:
             have = {r.raw for r in existing.records} | {r.raw for r in existing.rejected}

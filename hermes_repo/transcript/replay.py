@@ -8,13 +8,13 @@ For each ``sessions/<sid>.pending.jsonl``, under the file's lock:
 2. Give every record an effective uid: its own ``uid``, or for a record without one a
    uid derived from the session id and the record's dedup key (role, content,
    tool_name, tool_calls, tool_call_id, timestamp), so a crash after the commit and
-   before the delete cannot make the next recovery insert it again. Identical records
+   before the delete cannot make the next replay insert it again. Identical records
    count once, as do repeated uids. The identity depends only on the file: a record
    with no timestamp at all (neither its own nor ``_fallback_timestamp``) is told apart
-   by its position among equal records, never by the clock of the recovery.
+   by its position among equal records, never by the clock of the replay.
 3. In ONE write transaction (``BEGIN IMMEDIATE`` through ``store.write``, retried on
    transient errors): create the session if missing, read the session's stored uids
-   *inside* the transaction (so two recovering processes serialize on the write lock
+   *inside* the transaction (so two replaying processes serialize on the write lock
    and the second sees the first's rows), drop records whose uid is stored and, when
    the spool holds records without uid, its longest prefix that repeats the tail of
    the stored messages (the seed's rule: compared on the dedup key, or on the uid for
@@ -62,7 +62,7 @@ aside in ``<sid>.rejected.jsonl`` with that reason and counted in
 If the transaction fails (locked past the budget, disk full, damaged database), the
 spool file is left exactly as it was and the report counts its records as kept; the
 other files are then not tried (they would fail the same way). Any other failure of one
-file (unreadable, unsafe) is reported and the other files are still recovered.
+file (unreadable, unsafe) is reported and the other files are still replayed.
 Spool files whose name is not a valid session id are never opened for replay.
 
 This module runs the replay; what of a file is new (steps 1 to 3) is decided in
@@ -121,7 +121,7 @@ class ReplayReport:
     records already stored (or repeated in the spool); ``kept``: records or lines left
     on disk, either unusable lines moved to ``<sid>.rejected.jsonl`` or every record of
     a file whose transaction failed (listed in ``errors``; the file stays for the next
-    recovery).
+    replay).
     """
 
     files: int = 0
@@ -188,7 +188,7 @@ def replay_file(
     with spool.spool_lock(home, name):
         contents = spool.read_spool(home, name, session_id=session_id)
         if contents is None:
-            return ReplayReport()  # another process recovered it while we waited
+            return ReplayReport()  # another process replayed it while we waited
         mine: list[spool.SpoolRecord] = []
         # (record, why, whether another store replays it: not so for a door's record
         # kept out of this store's session of another source)
@@ -219,8 +219,8 @@ def replay_file(
                 ErrorKind.CONFIG,
             )
             log.warning(
-                "pending transcript of session %s not recovered (%s: %s); the file is kept "
-                "for the next recovery",
+                "pending transcript of session %s not replayed (%s: %s); the file is kept "
+                "for the next replay",
                 session_id,
                 classify(exc).value,
                 describe(exc),
@@ -362,7 +362,7 @@ def replay_pending(
         except Exception as exc:
             # An unsafe or unreadable file, or anything else about this one file:
             # report it, go on with the others (bad data never stops the loop).
-            log.warning("pending transcript %s not recovered: %s", name, exc)
+            log.warning("pending transcript %s not replayed: %s", name, exc)
             report += ReplayReport(files=1, errors=(f"{name}: {exc}",))
             continue
         report += one

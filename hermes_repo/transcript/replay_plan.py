@@ -113,7 +113,7 @@ def storable_row(session_id: str, message: dict[str, Any]) -> dict[str, Any]:
     transaction: every column value a scalar SQLite can bind, a finite timestamp.
 
     One record the driver cannot bind would fail the whole file's transaction on every
-    recovery, so such a record is refused here (and kept) instead.
+    replay, so such a record is refused here (and kept) instead.
     """
     try:
         row = message_to_row(session_id, message)
@@ -154,7 +154,7 @@ def plan(
         if derived:
             if message.get("timestamp") is None:
                 # It gets a timestamp at insert time, which must not be part of its
-                # identity (a second recovery of the same file would see another
+                # identity (a second replay of the same file would see another
                 # time): the key without it and the position among equal records are.
                 ident = (*key[:-1], None)
                 n = occurrences.get(ident, 0)

@@ -103,7 +103,7 @@ class TranscriptWriter:
         if store is not None and os.path.realpath(self.home) != os.path.realpath(store.home):
             raise ConfigurationError(
                 f"the writer's home {self.home} is not the store's ({store.home}); spool "
-                "files must live next to the database that recovers them"
+                "files must live next to the database that replays them"
             )
         self.store = store
         if write_budget_s is None:

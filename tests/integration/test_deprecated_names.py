@@ -17,8 +17,10 @@ from sqlalchemy import text
 
 import hermes_repo
 from hermes_repo import ReplayReport, SalvageError, StateStore, TranscriptWriter
+from hermes_repo.ops.doctor import salvage_commands
 from hermes_repo.schema.fts import integrity
 from hermes_repo.transcript import spool
+from hermes_repo.walcheck import DamagedWal
 from tests.support.spooling import pending_files, stored
 
 
@@ -39,6 +41,8 @@ def _spool(home: Path, sid: str, n: int) -> None:
         ("hermes_repo.schema.fts.rebuild", "recreate", integrity.recreate),
         ("hermes_repo.schema.fts.rebuild", "integrity_errors", integrity.integrity_errors),
         ("hermes_repo.schema.fts.rebuild", "reset_shadow_tables", integrity.reset_shadow_tables),
+        ("hermes_repo.ops.doctor", "recover_commands", salvage_commands),
+        ("hermes_repo.ops.doctor.fixes", "recover_commands", salvage_commands),
     ],
 )
 def test_an_old_module_name_gives_the_new_object_and_warns(
@@ -50,6 +54,15 @@ def test_an_old_module_name_gives_the_new_object_and_warns(
     assert got is new or got == new
     # The warning points at the line that used the old name, not at the package.
     assert seen[0].filename == __file__
+
+
+def test_the_damaged_wal_names_its_salvage_command_under_both_names(tmp_path: Path) -> None:
+    found = DamagedWal(tmp_path / "state.db-wal", "bad magic", 32, None, tmp_path / "saved-wal")
+    with pytest.warns(DeprecationWarning, match=r"DamagedWal\.salvage_command\(\)"):
+        old = found.recover_command()  # type: ignore[attr-defined]
+    # The same commands (each call names a new output folder, stamped with its time).
+    assert old.split("recovered-")[0] == found.salvage_command().split("recovered-")[0]
+    assert "sessions salvage --source" in old and "sessions recover" not in old
 
 
 def test_a_second_use_of_an_old_name_warns_again() -> None:

@@ -26,6 +26,9 @@ How the full-text indexes are checked read-only: :mod:`.search_index`.
 
 from __future__ import annotations
 
+from typing import Any
+
+from ...deprecation import moved_names
 from ...schema.tables import CANONICAL_TABLES
 from .context import (
     STOP_FIRST,
@@ -39,7 +42,7 @@ from .context import (
     Severity,
 )
 from .copying import CopyFacts, check_copy
-from .fixes import recover_commands, recovered_path, replace_command
+from .fixes import recovered_path, replace_command, salvage_commands
 from .header import HeaderFacts, check_header
 from .holders import HolderFacts, check_holders
 from .journal import WalHeaderFacts, check_journal, check_wal_header
@@ -100,7 +103,16 @@ __all__ = [
     "check_wal_header",
     "diagnose",
     "diagnose_server",
-    "recover_commands",
     "recovered_path",
     "replace_command",
+    "salvage_commands",
 ]
+
+#: Names kept for one release from before "salvage" and "recover" were told apart.
+_moved = moved_names(
+    "hermes_repo.ops.doctor", {"recover_commands": "hermes_repo.ops.doctor.fixes:salvage_commands"}
+)
+
+
+def __getattr__(name: str) -> Any:
+    return _moved(name)

@@ -94,7 +94,7 @@ def check_wal_header(ctx: DoctorContext) -> CheckResult:
                 "wal-header-damaged",
                 "error",
                 found.message(),
-                f"{STOP_FIRST} `{found.recover_command()}`, then put the new store in place "
+                f"{STOP_FIRST} `{found.salvage_command()}`, then put the new store in place "
                 f"of the old one with `{ctx.command('hermes-repo db replace')} "
                 f"{shlex.quote(str(recovered_path(ctx.db_path)))}`",
             )

@@ -161,7 +161,7 @@ def check_spool(ctx: DoctorContext) -> CheckResult:
                 f"{facts.salvage_files} hold file(s) in {folder} ({names}) keep "
                 f"{facts.salvage_records} message(s) written while the database file was "
                 "damaged; they are in no database and are never replayed by themselves",
-                "once the store is recovered or restored, append each <sid>.jsonl to "
+                "once the store is salvaged or restored, append each <sid>.jsonl to "
                 f"<sid>.pending.jsonl in {folder}, delete it, and run "
                 f"`{ctx.command('hermes-repo pending replay')}` (already stored messages "
                 f"are skipped); `{listing}` shows them",
@@ -173,7 +173,7 @@ def check_spool(ctx: DoctorContext) -> CheckResult:
                 "rejected-spool-lines",
                 "warning",
                 f"{facts.rejected_files} file(s) in {folder} keep {facts.rejected_lines} "
-                "spool line(s) that recovery could not use (torn or invalid), for inspection",
+                "spool line(s) that the replay could not use (torn or invalid), for inspection",
                 f"read them (`{listing}` names them) and delete each <sid>.rejected.jsonl "
                 "once nothing in it is needed",
             )

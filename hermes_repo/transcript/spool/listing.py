@@ -51,7 +51,7 @@ def list_pending(
     """Every ``*<suffix>`` file in ``<home>/sessions``, parsed (sorted by name).
 
     Reads without the lock: a line a writer is appending at this instant may show up
-    as a bad line, which is fine for a report (recovery itself holds the lock).
+    as a bad line, which is fine for a report (the replay itself holds the lock).
     """
     folder = sessions_dir(home)
     try:
@@ -71,7 +71,7 @@ def list_pending(
             out.append(PendingFile(name, path, sid, error=str(exc)))
             continue
         if contents is None:
-            continue  # recovered (deleted) since the listing
+            continue  # replayed (deleted) since the listing
         oldest = contents.oldest_at
         owners: dict[SpoolOwner, int] = {}
         sources: dict[str, None] = {}

@@ -15,7 +15,7 @@ read as the queue of ``x``, the common case.
 Besides the retry queue (``<sid>.pending.jsonl``), two siblings share the format and
 the safety rules but are never replayed:
 
-* ``<sid>.rejected.jsonl``: lines recovery could not use (a torn last line from a crash
+* ``<sid>.rejected.jsonl``: lines the replay could not use (a torn last line from a crash
   mid-append, invalid JSON, an invalid message), byte for byte, for inspection;
 * ``<sid>.jsonl``: the hold file a writer uses while the database file is damaged
   (replaying into a damaged file would spread the damage). Not the salvage (``sessions
