@@ -1,8 +1,9 @@
-"""Old names kept for one release, each warning once it is used.
+"""Old names kept for one release, each warning every time it is used.
 
 One word names one thing in this package: *replay* is the spool replay, *salvage*
-reading rows out of a damaged store, *repair* the transcript and value repairs,
-*rebuild* the search index's rebuild, and a unit of work's ``orm`` is its ORM session
+reading rows out of a damaged store (the *hold file* is where a writer keeps messages
+while the store is damaged), *repair* the transcript and value repairs, *rebuild* the
+search index's guarded rebuild, and a unit of work's ``orm`` is its ORM session
 (``sessions`` its session repository). Names that used another word still work for one
 release: each use raises a :class:`DeprecationWarning` naming the new name, so a
 program's test run (or ``python -W error::DeprecationWarning``) shows what to change.
@@ -13,11 +14,9 @@ from __future__ import annotations
 import importlib
 import warnings
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any
 
-__all__ = ["moved_names", "renamed", "warn_renamed"]
-
-T = TypeVar("T")
+__all__ = ["moved_names", "warn_renamed"]
 
 
 def warn_renamed(old: str, new: str, *, stacklevel: int = 3) -> None:
@@ -28,19 +27,6 @@ def warn_renamed(old: str, new: str, *, stacklevel: int = 3) -> None:
         DeprecationWarning,
         stacklevel=stacklevel,
     )
-
-
-def renamed(old: str, new: str, function: Callable[..., T]) -> Callable[..., T]:
-    """``function`` under its old name ``old``: warns, then calls it."""
-
-    def alias(*args: Any, **kwargs: Any) -> T:
-        warn_renamed(old, new)
-        return function(*args, **kwargs)
-
-    alias.__name__ = old.rsplit(".", 1)[-1].removesuffix("()")
-    alias.__qualname__ = alias.__name__
-    alias.__doc__ = f"Deprecated: use {new}."
-    return alias
 
 
 def moved_names(module: str, moved: Mapping[str, str]) -> Callable[[str], Any]:
