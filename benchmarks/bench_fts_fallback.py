@@ -103,7 +103,7 @@ def _detach(store: Any) -> None:
     """Detach the index exactly as StateStore.write does when a write meets damage."""
 
     def work(uow: Any) -> None:
-        fts.detach(uow.session.connection(), index=None, error="benchmark: detached on purpose")
+        fts.detach(uow.orm.connection(), index=None, error="benchmark: detached on purpose")
 
     store.write(work)
 

@@ -1,4 +1,4 @@
-"""Recover (``sessions recover --output``): time to salvage a store into a new one.
+"""Recover (``sessions salvage --output``): time to salvage a store into a new one.
 
 For each size (50k, 100k, 200k messages; ``--quick``: 10k, 20k) one corpus store is
 built through the library, checkpointed and closed, then recovered in four ways:

@@ -209,7 +209,7 @@ def reread_design(store: StateStore) -> Any:
     assert snap.found
 
     def work(uow: Any) -> Any:
-        conn = uow.session.connection()
+        conn = uow.orm.connection()
         current = reconcile._Snapshot.read(conn, SESSION, False)
         return reconcile._write(conn, SESSION, current, time.time(), PATH_WRITE_UNIT)
 

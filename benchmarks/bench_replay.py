@@ -1,4 +1,4 @@
-"""Spool replay (``store.recover_pending``) vs raw DB-API, by spool size.
+"""Spool replay (``store.replay_pending``) vs raw DB-API, by spool size.
 
 One session already holds 100k messages (``--quick``: 10k). For each spool size (10k,
 50k, 100k records; ``--quick``: 1k, 5k, 10k) a fresh copy of that store gets a
@@ -129,9 +129,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 lib_home = fresh(f"lib-{label}-{r}")
                 if prepare is not None:
                     prepare(lib_home)
-                with StateStore.open(lib_home, recover=False) as st:
+                with StateStore.open(lib_home, replay=False) as st:
                     place_spool(lib_home, data)
-                    sample, report = timed(st.recover_pending)
+                    sample, report = timed(st.replay_pending)
                 assert report.inserted == expect and not report.errors, report
                 result.library.append(sample)
                 raw_home = fresh(f"raw-{label}-{r}")
@@ -154,9 +154,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         big = spool_lines(new[:base])
 
         def commit_first(home: Path) -> None:
-            with StateStore.open(home, recover=False) as st:
+            with StateStore.open(home, replay=False) as st:
                 place_spool(home, big)
-                st.recover_pending()
+                st.replay_pending()
 
         lib_case(f"{base // 1000}k, all already stored", big, 0, prepare=commit_first)
 
@@ -168,9 +168,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         result = Result(f"{base // 1000}k without uid (half overlap)", "ms", work=1.0)
         for r in range(runs):
             h = fresh(f"legacy-{r}")
-            with StateStore.open(h, recover=False) as st:
+            with StateStore.open(h, replay=False) as st:
                 place_spool(h, legacy)
-                sample, report = timed(st.recover_pending)
+                sample, report = timed(st.replay_pending)
             assert (report.inserted, report.duplicates) == (half, half), report
             result.library.append(sample)
             raw_home = fresh(f"legacy-raw-{r}")
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         results.append(result)
 
     print_table(
-        f"recover_pending into a session of {base:,} messages, one transaction, "
+        f"replay_pending into a session of {base:,} messages, one transaction, "
         f"{runs} run(s) each (ms, lower is better)",
         results,
     )

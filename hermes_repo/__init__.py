@@ -15,6 +15,8 @@ The public contract::
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from .deprecation import moved_names
+
 if TYPE_CHECKING:
     # What a message must be to become a row: for a caller (a framework's door) that
     # checks a whole call before writing any of it.
@@ -71,15 +73,17 @@ if TYPE_CHECKING:
     from .ids import validate_session_id
     from .repositories import EntryRepository, MessageRepository, SearchHit, SessionRepository
     from .repositories.search.paging import MAX_SEARCH_LIMIT, SearchPage
-    from .salvage import RecoveryError
     from .store import Conversation, StateStore, StoreHealth
     from .transcript.replay import ReplayReport
     from .transcript.writer import FlushResult, Rejection, TranscriptWriter
     from .transfer import ImportReport, SessionInfo
     from .uow import UnitOfWork
 
-    # The name the spool replay's report had before "replay" and "recover" were told apart.
+    # Deprecated names, kept for one release (they warn on use; see .deprecation):
+    # the spool replay's report and the salvage's error before "replay", "salvage"
+    # and "recover" were told apart.
     RecoveryReport = ReplayReport
+    RecoveryError = SalvageError
 
 # Every public name is imported on first use (PEP 562): `import hermes_repo` loads no
 # SQLAlchemy, no Alembic and no importer, so the `hermes-repo` command starts in a blink
@@ -96,12 +100,10 @@ _LAZY: dict[str, str] = {
     "SessionRepository": ".repositories",
     "MAX_SEARCH_LIMIT": ".repositories.search.paging",
     "SearchPage": ".repositories.search.paging",
-    "RecoveryError": ".salvage",
     "Conversation": ".store",
     "StateStore": ".store",
     "StoreHealth": ".store",
     "ReplayReport": ".transcript.replay",
-    "RecoveryReport": ".transcript.replay:ReplayReport",
     "FlushResult": ".transcript.writer",
     "Rejection": ".transcript.writer",
     "TranscriptWriter": ".transcript.writer",
@@ -164,6 +166,15 @@ _LAZY.update(
 )
 
 
+# Names kept for one release under the word they used to share (see .deprecation).
+_DEPRECATED = moved_names(
+    "hermes_repo",
+    {
+        "RecoveryReport": "hermes_repo.transcript.replay:ReplayReport",
+        "RecoveryError": "hermes_repo.errors:SalvageError",
+    },
+)
+
 if not TYPE_CHECKING:
     # Hidden from type checkers, which see the imports above: a misspelt name stays an
     # error for a user's mypy instead of becoming Any.
@@ -171,7 +182,8 @@ if not TYPE_CHECKING:
     def __getattr__(name: str) -> Any:
         target = _LAZY.get(name)
         if target is None:
-            raise AttributeError(f"module 'hermes_repo' has no attribute {name!r}")
+            # An old name warns on every use (never cached), then gives the new object.
+            return _DEPRECATED(name)
         module, _, attribute = target.partition(":")
         value = getattr(importlib.import_module(module, __name__), attribute or name)
         globals()[name] = value  # later lookups skip this function
@@ -210,8 +222,6 @@ __all__ = [
     "PageError",
     "QueryTimeoutError",
     "ReconcileConflict",
-    "RecoveryError",
-    "RecoveryReport",
     "Rejection",
     "RepairError",
     "RepairStoreHeldError",

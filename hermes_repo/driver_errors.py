@@ -418,7 +418,7 @@ def translate(err: BaseException, *, action: str = "write") -> HermesRepoError:
     if kind is ErrorKind.CORRUPT:
         return StateDbCorruptError(
             f"{action} failed: the database file is damaged ({what}); "
-            "run `hermes-repo doctor` and `hermes-repo sessions recover --inspect-only`"
+            "run `hermes-repo doctor` and `hermes-repo sessions salvage --inspect-only`"
         )
     if kind is ErrorKind.CONSTRAINT:
         return IntegrityViolation(f"{action} refused by a constraint: {what}")

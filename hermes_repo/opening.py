@@ -8,7 +8,7 @@ full-text index when this process may, and read the file's journal mode. On a se
 check the database, and bring the schema to head under the migration lock. Before either,
 the home folder is checked (:func:`check_home`); after, the store's identity is read or
 made (:func:`identify_at_open`) and pending transcripts are replayed
-(:func:`recover_at_open`), neither ever failing the open. Each step
+(:func:`replay_at_open`), neither ever failing the open. Each step
 translates its driver errors through the write core, so a damaged file met here is
 quarantined like one met by any write.
 
@@ -61,7 +61,7 @@ __all__ = [
     "open_store",
     "prepare",
     "rebuild_at_open",
-    "recover_at_open",
+    "replay_at_open",
     "register_holder",
 ]
 
@@ -360,18 +360,18 @@ def identify_at_open(database: Database) -> StoreIdentity | None:
         return None
 
 
-def recover_at_open(store: WriteCore, policy: RetryPolicy) -> ReplayReport | None:
+def replay_at_open(store: WriteCore, policy: RetryPolicy) -> ReplayReport | None:
     """Replay the pending transcript spool files into ``store`` (the facade: its
     identity read at open names the records that are its own); None, logged, when the
-    replay failed: recovery never makes the open fail."""
+    replay failed: the replay never makes the open fail."""
     try:
         report = replay_pending(store, policy=_at_open(policy))
     except Exception as exc:
-        log.warning("pending transcripts not recovered at open: %s", exc)
+        log.warning("pending transcripts not replayed at open: %s", exc)
         return None
     if report.inserted or report.kept or report.errors:
         log.warning(
-            "recovered pending transcripts: %d file(s), %d inserted, %d duplicate(s), %d kept%s",
+            "replayed pending transcripts: %d file(s), %d inserted, %d duplicate(s), %d kept%s",
             report.files,
             report.inserted,
             report.duplicates,

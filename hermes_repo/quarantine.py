@@ -68,8 +68,8 @@ log = logging.getLogger("hermes_repo.quarantine")
 
 NEXT_STEPS = (
     "stop every process using the store, then run "
-    "`hermes-repo --home {home} sessions recover --source {db} --inspect-only` and, if "
-    "rows are recoverable, `hermes-repo --home {home} sessions recover --source {db} "
+    "`hermes-repo --home {home} sessions salvage --source {db} --inspect-only` and, if "
+    "rows are recoverable, `hermes-repo --home {home} sessions salvage --source {db} "
     "--output NEW.db` and put it in place of the old file with "
     "`hermes-repo --home {home} db replace NEW.db`; "
     "or restore a snapshot (`hermes-repo --home {home} snapshot list`)"

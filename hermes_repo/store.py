@@ -16,6 +16,7 @@ from sqlalchemy.engine import Connection
 from . import arguments, opening, quarantine
 from .backend import Backend
 from .database import Database
+from .deprecation import warn_renamed
 from .engine import Driver, DriverName, db_path_for_home
 from .engine_pg import resolve_url
 from .errors import ImportSourceError
@@ -96,7 +97,7 @@ class StateStore:
         #: What the guarded FTS rebuild at open did (None when the index was live).
         self.last_rebuild = rebuild
         #: What the spool replay at open did (None when it was not asked for).
-        self.last_recovery: ReplayReport | None = None
+        self.last_replay: ReplayReport | None = None
         #: Who this store is (its ``store_id``, target, ``copied_from``): read, and made
         #: when missing, by :meth:`open`; spool records name it (see
         #: :mod:`hermes_repo.store_id`).
@@ -133,7 +134,8 @@ class StateStore:
         upgrade: bool = False,
         driver: DriverName | None = None,
         write_budget_s: float | None = None,
-        recover: bool = True,
+        replay: bool = True,
+        recover: bool | None = None,
     ) -> StateStore:
         """Open (or create) the store in ``home`` (default ``$HERMES_HOME/hermes-repo``).
 
@@ -149,9 +151,10 @@ class StateStore:
 
         ``write_budget_s`` is how long a write waits for a locked or read-only database
         before it fails (default 20 s; transcript flushes default to 60 s). With
-        ``recover`` (the default) pending transcript spool files are replayed before
-        the store is returned (see :meth:`recover_pending`); a spool that cannot be
-        replayed now stays for later and never fails the open.
+        ``replay`` (the default) pending transcript spool files are replayed before
+        the store is returned (see :meth:`replay_pending`); a spool that cannot be
+        replayed now stays for later and never fails the open. ``recover`` is the
+        deprecated name of ``replay``.
 
         ``url`` (else ``$HERMES_REPO_URL``) chooses a PostgreSQL database,
         ``postgresql+psycopg://user:pw@host:port/db`` (needs psycopg 3, the
@@ -159,6 +162,9 @@ class StateStore:
         the other local files. Without either (or with ``url="sqlite"``), the store is
         the SQLite file in ``home``.
         """
+        if recover is not None:
+            warn_renamed("StateStore.open(recover=)", "StateStore.open(replay=)")
+            replay = recover
         if home is not None:
             home = arguments.path_argument("home", home)
         write_budget_s = arguments.budget_seconds("write_budget_s", write_budget_s)
@@ -184,8 +190,8 @@ class StateStore:
             database=database,
         )
         store.store_identity = opening.identify_at_open(database) or store.store_identity
-        if recover:
-            store.last_recovery = opening.recover_at_open(store, database.write_policy)
+        if replay:
+            store.last_replay = opening.replay_at_open(store, database.write_policy)
         return store
 
     @property
@@ -244,7 +250,7 @@ class StateStore:
             self.home, session_id, self, write_budget_s=write_budget_s, source=source
         )
 
-    def recover_pending(
+    def replay_pending(
         self,
         session_id: str | None = None,
         *,
@@ -265,6 +271,23 @@ class StateStore:
         """
         policy = None if write_budget_s is None else RetryPolicy(budget_s=write_budget_s)
         return replay_pending(self, session_id=session_id, policy=policy, adopt=adopt)
+
+    def recover_pending(
+        self,
+        session_id: str | None = None,
+        *,
+        write_budget_s: float | None = None,
+        adopt: Sequence[str] = (),
+    ) -> ReplayReport:
+        """Deprecated name of :meth:`replay_pending`."""
+        warn_renamed("StateStore.recover_pending()", "StateStore.replay_pending()")
+        return self.replay_pending(session_id, write_budget_s=write_budget_s, adopt=adopt)
+
+    @property
+    def last_recovery(self) -> ReplayReport | None:
+        """Deprecated name of :attr:`last_replay`."""
+        warn_renamed("StateStore.last_recovery", "StateStore.last_replay")
+        return self.last_replay
 
     @property
     def store_id(self) -> str | None:

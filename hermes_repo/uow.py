@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from .backend import backend_of
 from .driver_errors import commit_outcome_unknown, describe, translate
 from .errors import CommitUnknownError, HermesRepoError
+from .deprecation import warn_renamed
 from .identity import Identities
 from .repositories import MessageRepository, MetaRepository, SessionRepository
 from .repositories.entries import EntryRepository
@@ -37,7 +38,7 @@ class UnitOfWork:
 
     Repositories run Core statements on the unit's connection (the append path is hot:
     an ORM session per message cost more than SQLite's own work). An ORM session joined
-    to the same transaction is made only when something asks for :attr:`session`.
+    to the same transaction is made only when something asks for :attr:`orm`.
 
     ``errors`` turns a driver error and the action that met it into the library error
     to raise (the store's database classifies it; default: the plain translation).
@@ -75,11 +76,19 @@ class UnitOfWork:
         return self._conn
 
     @property
-    def session(self) -> Session:
-        """An ORM session in the unit's transaction (for queries the repositories lack)."""
+    def orm(self) -> Session:
+        """An ORM session in the unit's transaction (for queries the repositories lack).
+
+        Not :attr:`sessions`, the repository of the store's sessions."""
         if self._orm is None:
             self._orm = Session(bind=self.connection, expire_on_commit=False)
         return self._orm
+
+    @property
+    def session(self) -> Session:
+        """Deprecated name of :attr:`orm` (too close to :attr:`sessions`)."""
+        warn_renamed("UnitOfWork.session", "UnitOfWork.orm")
+        return self.orm
 
     def __enter__(self) -> Self:
         try:
@@ -91,7 +100,7 @@ class UnitOfWork:
 
     def _bind_repositories(self) -> None:
         assert self._conn is not None
-        self.sessions = SessionRepository(self._conn, orm=lambda: self.session, ids=self.ids)
+        self.sessions = SessionRepository(self._conn, orm=lambda: self.orm, ids=self.ids)
         self.messages = MessageRepository(self._conn, ids=self.ids)
         self.meta = MetaRepository(self._conn)
         self.entries = EntryRepository(self._conn)

@@ -10,7 +10,7 @@ message in them is lost with the file.
 ``doctor``, ``sessions repair``, ``snapshot create``): a ``-wal`` large enough to hold a
 frame whose header is invalid is copied aside, together with the database file, as one
 set: ``state.db.damaged-wal-<UTC time>`` and ``state.db.damaged-wal-<UTC time>-wal``
-(0600). ``sessions recover --source`` reads that set like any damaged store (its page
+(0600). ``sessions salvage --source`` reads that set like any damaged store (its page
 scanner reads frames whose header is lost, with the page size of the database). The
 event is logged at CRITICAL with that command, listed in ``health().notes`` and found
 by the doctor. A set already saved for the same bytes is not copied again.
@@ -39,6 +39,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .deprecation import warn_renamed
 from .engine import check_journal_files
 from .errors import StoreFileReplacedError, WalSaveError
 from .holders import lock_pids
@@ -91,7 +92,7 @@ class DamagedWal:
     """The saved copy of the database (None: no room for it; only the -wal was saved)."""
     saved_wal: Path
 
-    def recover_command(self) -> str:
+    def salvage_command(self) -> str:
         """The salvage command that reads the saved set."""
         source = self.saved_db if self.saved_db is not None else self.wal.with_name("state.db")
         out = shlex.quote(str(recovered_path(self.wal.with_name("state.db"))))
@@ -99,9 +100,14 @@ class DamagedWal:
         src = shlex.quote(str(source))
         # Two commands; the caller wraps the whole in one pair of backticks.
         return (
-            f"hermes-repo --home {home} sessions recover --source {src} --inspect-only`"
-            f", then `hermes-repo --home {home} sessions recover --source {src} --output {out}"
+            f"hermes-repo --home {home} sessions salvage --source {src} --inspect-only`"
+            f", then `hermes-repo --home {home} sessions salvage --source {src} --output {out}"
         )
+
+    def recover_command(self) -> str:
+        """Deprecated name of :meth:`salvage_command`."""
+        warn_renamed("DamagedWal.recover_command()", "DamagedWal.salvage_command()")
+        return self.salvage_command()
 
     def message(self) -> str:
         """One line for logs and health notes: the cause and the next step."""
@@ -110,7 +116,7 @@ class DamagedWal:
             f"would discard its committed frames on the next open. It was saved as "
             f"{self.saved_wal}"
             + (f" with the database as {self.saved_db}" if self.saved_db is not None else "")
-            + f"; salvage its rows with `{self.recover_command()}`"
+            + f"; salvage its rows with `{self.salvage_command()}`"
         )
 
 
@@ -203,7 +209,7 @@ def preserve_damaged_wal(db_path: Path) -> DamagedWal | None:
             f"{wal} has a damaged header ({reason}) and could not be saved ({exc}); the "
             "store was not opened, so SQLite cannot discard its committed frames. Free "
             "space beside the store (or fix permissions) and retry, or salvage it now with "
-            f"`hermes-repo --home {shlex.quote(str(db_path.parent))} sessions recover "
+            f"`hermes-repo --home {shlex.quote(str(db_path.parent))} sessions salvage "
             f"--source {shlex.quote(str(db_path))} --inspect-only`"
         ) from exc
 
@@ -284,9 +290,9 @@ class OrphanedWal:
             f"have discarded them at this open, so the -wal was set aside as "
             f"{self.saved_wal}{shm} and a new store is used at {db}. The two belong "
             f"together: put the moved database at {base} (e.g. `mv MOVED.db {base}`), "
-            f"check the pair with `hermes-repo --home {home} sessions recover --source "
-            f"{base} --inspect-only`, recover it with `hermes-repo --home {home} sessions "
-            f"recover --source {base} --output NEW.db` and install it with "
+            f"check the pair with `hermes-repo --home {home} sessions salvage --source "
+            f"{base} --inspect-only`, salvage it with `hermes-repo --home {home} sessions "
+            f"salvage --source {base} --output NEW.db` and install it with "
             f"`hermes-repo --home {home} db replace NEW.db`"
         )
 

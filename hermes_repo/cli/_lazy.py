@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import click
 
-__all__ = ["LazyCommand", "LazyGroup"]
+__all__ = ["LazyCommand", "LazyGroup", "deprecated_alias"]
 
 
 class LazyCommand(NamedTuple):
@@ -24,6 +24,8 @@ class LazyCommand(NamedTuple):
 
     target: str
     summary: str
+    hidden: bool = False
+    """Left out of ``--help`` (an old name kept as an alias)."""
 
 
 class LazyGroup(click.Group):
@@ -58,7 +60,8 @@ class LazyGroup(click.Group):
         for name in self.list_commands(ctx):
             command = self.commands.get(name)
             if command is None:
-                command = click.Command(name, help=self.lazy_subcommands[name].summary)
+                lazy = self.lazy_subcommands[name]
+                command = click.Command(name, help=lazy.summary, hidden=lazy.hidden)
             if not command.hidden:
                 rows.append((name, command))
         if not rows:
@@ -66,3 +69,29 @@ class LazyGroup(click.Group):
         limit = formatter.width - 6 - max(len(name) for name, _ in rows)
         with formatter.section("Commands"):
             formatter.write_dl([(name, cmd.get_short_help_str(limit)) for name, cmd in rows])
+
+
+def deprecated_alias(command: click.Command, old: str, new: str) -> click.Command:
+    """``command`` under its old name ``old`` (``"pending recover"``), kept for one
+    release: hidden from ``--help``, it warns on stderr that ``new`` replaces it, then
+    runs the command itself (same options, same output, same exit status)."""
+    callback = command.callback
+    assert callback is not None
+
+    def run(**kwargs: Any) -> Any:
+        click.echo(
+            f"warning: `hermes-repo {old}` is deprecated and will be removed in the next "
+            f"release; use `hermes-repo {new}`",
+            err=True,
+        )
+        return click.get_current_context().invoke(callback, **kwargs)
+
+    return click.Command(
+        old.rsplit(" ", 1)[-1],
+        params=command.params,
+        callback=run,
+        help=f"Deprecated: use `hermes-repo {new}`.\n\n{command.help or ''}",
+        hidden=True,
+        context_settings=command.context_settings,
+        epilog=command.epilog,
+    )

@@ -197,20 +197,20 @@ def check(state: CliState) -> None:
 @json_option()
 @click.pass_obj
 def replace(state: CliState, new_db: Path, as_json: bool) -> None:
-    """Install NEW.db (e.g. the output of `sessions recover`) as the store, safely.
+    """Install NEW.db (e.g. the output of `sessions salvage`) as the store, safely.
 
     Stop every process using the store first: the command refuses while any process
     has it open and names the pids. NEW.db is copied beside the store with SQLite's
     backup API (NEW.db itself is left as it is) and the copy must pass integrity_check
     and be at schema head. Then the old state.db is moved aside together with its
     -wal, -shm and -journal, as state.db.replaced-<UTC time> plus the same suffixes
-    (kept, 0600; `sessions recover --source` still reads them as one database), the
+    (kept, 0600; `sessions salvage --source` still reads them as one database), the
     copy takes its place, and the store is opened to verify it. Never copy a file over
     state.db by hand: SQLite would replay the old -wal into it.
 
     \b
     Example:
-      hermes-repo sessions recover --source ~/.hermes/state.db --output ~/.hermes/recovered/state.db
+      hermes-repo sessions salvage --source ~/.hermes/state.db --output ~/.hermes/recovered/state.db
       hermes-repo --home ~/.hermes/hermes-repo db replace ~/recovered/state.db
     """
     from ..ops.replace import replace_store
@@ -268,8 +268,8 @@ def _open_copy_target(target: CopyTarget, home: Path | None) -> StateStore:
     try:
         if target.home is not None:
             # A file target stays a file whatever HERMES_REPO_URL says.
-            return StateStore.open(target.home, url=SQLITE_FILE, recover=False)
-        return StateStore.open(home, url=target.url, recover=False)
+            return StateStore.open(target.home, url=SQLITE_FILE, replay=False)
+        return StateStore.open(home, url=target.url, replay=False)
     except HermesRepoError as exc:
         # Name the target: the error alone does not say which of the two stores failed.
         raise CliError(f"copy target {target.display}: {exc}") from exc

@@ -58,7 +58,7 @@ def doctor_command(state: CliState, fix: bool, as_json: bool) -> None:
     --fix first refuses, naming the pids, if another process has the store open (stop
     the gateway first); otherwise it runs the repair of `sessions repair` (backup,
     snapshot, index rebuild, transcript repair, verification; a damaged file is left as
-    it is for `sessions recover`) and reports the store's health afterwards.
+    it is for `sessions salvage`) and reports the store's health afterwards.
 
     \b
     Example:

@@ -1,10 +1,10 @@
-"""``hermes-repo pending``: transcripts waiting in spool files, and their recovery.
+"""``hermes-repo pending``: transcripts waiting in spool files, and their replay.
 
 When a flush cannot reach the database, messages go to
 ``<home>/sessions/<sid>.pending.jsonl``; they are replayed exactly once by the next
-``StateStore.open`` or by ``pending recover``. ``pending list`` reads only the files (it
+``StateStore.open`` or by ``pending replay``. ``pending list`` reads only the files (it
 works while the database itself is locked or broken) and also shows the files that are
-never replayed: ``<sid>.rejected.jsonl`` (lines recovery could not use, kept for
+never replayed: ``<sid>.rejected.jsonl`` (lines the replay could not use, kept for
 inspection) and ``<sid>.jsonl`` (salvage written while the database was damaged).
 """
 
@@ -21,6 +21,7 @@ from rich.table import Table
 from .. import hints
 from ..engine import default_home
 from ..transcript import spool
+from ._lazy import deprecated_alias
 from ._numbers import BUDGET_S
 from ._options import json_option, session_option
 from ._output import CliError, Text, echo_json, format_time, stdout_console
@@ -36,7 +37,7 @@ __all__ = ["pending"]
 _KINDS = (
     ("pending", spool.PENDING_SUFFIX),
     ("rejected", spool.REJECTED_SUFFIX),
-    ("salvage", spool.SALVAGE_SUFFIX),
+    ("salvage", spool.HOLD_SUFFIX),
 )
 
 
@@ -159,7 +160,7 @@ def pending() -> None:
     \b
     Example:
       hermes-repo pending list
-      hermes-repo pending recover
+      hermes-repo pending replay
     """
 
 
@@ -171,9 +172,9 @@ def list_pending(state: CliState, as_json: bool) -> None:
     and the store (and session source) their records belong to.
 
     Only `pending` files are replayed (by the next open of the store, or `pending
-    recover`), and only into the store their records name: a file of another store
+    replay`), and only into the store their records name: a file of another store
     says why it is not replayed here and the command that replays it where it
-    belongs. `rejected` and `salvage` files are kept for inspection. Never opens the
+    belongs. `rejected` and `salvage` (hold) files are kept for inspection. Never opens the
     database (a SQLite file's id is read read-only; a server's is not read).
 
     \b
@@ -224,7 +225,7 @@ def list_pending(state: CliState, as_json: bool) -> None:
     console.print(table)
 
 
-@pending.command("recover")
+@pending.command("replay")
 @session_option("Only this session's spool file.")
 @click.option(
     "--budget",
@@ -243,7 +244,7 @@ def list_pending(state: CliState, as_json: bool) -> None:
 )
 @json_option()
 @click.pass_obj
-def recover(
+def replay(
     state: CliState,
     session_id: str | None,
     budget: float | None,
@@ -259,13 +260,13 @@ def recover(
 
     \b
     Example:
-      hermes-repo pending recover --session 20240611_101500_abcdef123456
+      hermes-repo pending replay --session 20240611_101500_abcdef123456
     """
     from ..store import StateStore
 
-    # Open without the automatic recovery, so this command reports what it did.
-    with StateStore.open(state.home, url=state.url, recover=False, write_budget_s=budget) as store:
-        report = store.recover_pending(session_id, adopt=adopt)
+    # Open without the automatic replay, so this command reports what it did.
+    with StateStore.open(state.home, url=state.url, replay=False, write_budget_s=budget) as store:
+        report = store.replay_pending(session_id, adopt=adopt)
     if as_json:
         echo_json(
             {
@@ -292,10 +293,14 @@ def recover(
             console.print(Text(note))
     if report.errors:
         raise CliError(
-            f"{len(report.errors)} spool file(s) not recovered: {'; '.join(report.errors)}; "
-            f"they are kept: fix the cause and run `{_this_store(state, 'pending recover')}` "
+            f"{len(report.errors)} spool file(s) not replayed: {'; '.join(report.errors)}; "
+            f"they are kept: fix the cause and run `{_this_store(state, 'pending replay')}` "
             "again"
         )
+
+
+# `pending recover`, the name `pending replay` had (hidden, warns).
+pending.add_command(deprecated_alias(replay, "pending recover", "pending replay"))
 
 
 def _this_store(state: CliState, rest: str) -> str:

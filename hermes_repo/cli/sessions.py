@@ -69,9 +69,14 @@ def _preview(message: dict[str, Any]) -> str:
             "hermes_repo.cli.transfer:export_command",
             "Export one session's transcript as JSONL or Markdown.",
         ),
-        "recover": LazyCommand(
-            "hermes_repo.cli.recover:recover_command",
+        "salvage": LazyCommand(
+            "hermes_repo.cli.salvage:salvage_command",
             "Salvage sessions and messages from a damaged state.db.",
+        ),
+        "recover": LazyCommand(
+            "hermes_repo.cli.salvage:recover_alias",
+            "Deprecated: use `hermes-repo sessions salvage`.",
+            hidden=True,
         ),
     },
 )
@@ -306,7 +311,7 @@ def repair_command(state: CliState, check_only: bool, rebuild_search: bool, as_j
     index, no fts_stale row, the six triggers, and canonical row counts not lower than
     before. A file whose canonical tables are
     damaged is not repaired in place: both it and the backup are kept and the command
-    exits 1 naming `sessions recover`. Any failure keeps both and exits 1.
+    exits 1 naming `sessions salvage`. Any failure keeps both and exits 1.
 
     --check-only reports the same diagnosis and the transcript violations without
     writing anything (safe while the gateway runs). --rebuild-search rebuilds the search

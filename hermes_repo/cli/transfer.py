@@ -94,7 +94,7 @@ def run_hermes_import(state: CliState, path: Path, *, dry_run: bool) -> HermesIm
 
         with (
             tempfile.TemporaryDirectory(prefix="hermes-repo-dry-run-") as scratch,
-            StateStore.open(scratch, url=SQLITE_FILE, recover=False) as store,
+            StateStore.open(scratch, url=SQLITE_FILE, replay=False) as store,
         ):
             return _hermes_import_into(store, path, dry_run=True)
     return _hermes_import_into(state.store, path, dry_run=dry_run)

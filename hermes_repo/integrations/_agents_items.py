@@ -32,12 +32,15 @@ from typing import Any
 
 from hermes_repo import IntegrityViolation, check_server_text, message_to_row
 
+from ._ids import door_session_id
+
 __all__ = [
     "ITEM_KEY",
     "SOURCE",
     "item_to_message",
     "message_to_item",
     "normalise_items",
+    "session_key",
     "to_messages",
 ]
 
@@ -166,3 +169,15 @@ def message_to_item(message: Mapping[str, Any]) -> dict[str, Any]:
     at = envelope.get("at")
     pairs.insert(at if at.__class__ is int else len(pairs), (key, message.get("content")))
     return dict(pairs)
+
+
+def session_key(session_id: str) -> str:
+    """The hermes session id that keeps the SDK session ``session_id``: the id itself
+    when hermes accepts it (letters, digits, ``._:-``, at most 128 characters, no
+    ``..``), else ``oa-`` and 40 hex digits of its SHA-256. The SDK's id is the session's
+    title either way."""
+    if not isinstance(session_id, str) or not session_id:
+        raise IntegrityViolation(
+            f"session_id must be a non-empty string, got {session_id!r}; pass the conversation's id"
+        )
+    return door_session_id(session_id, "oa")

@@ -13,8 +13,8 @@ What the store adds over the SDK's ``SQLiteSession``:
 * a write the database cannot take in time (locked past the budget, a server away) is
   spooled to ``sessions/<sid>.pending.jsonl`` and replayed exactly once; the session's
   objects in this process still return those items meanwhile. On a damaged file the
-  items go to the salvage file and ``add_items`` raises ``StateDbCorruptError`` naming
-  ``hermes-repo sessions recover``; a full disk raises ``StorageFullError``;
+  items go to the hold file and ``add_items`` raises ``StateDbCorruptError`` naming
+  ``hermes-repo sessions salvage``; a full disk raises ``StorageFullError``;
 * ``pop_item`` and ``clear_session`` archive rows with a reason, never delete them
   (``hermes-repo sessions show SID --include-inactive`` shows them);
 * every item is an ordinary message row: ``hermes-repo search`` finds its text (CJK
@@ -40,8 +40,6 @@ import logging
 import math
 import os
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -63,8 +61,11 @@ from hermes_repo import (
     WriteFailedError,
 )
 
-from ._agents_items import SOURCE, message_to_item, normalise_items, to_messages
-from ._ids import door_session_id
+from ._agents_items import SOURCE, message_to_item, normalise_items, session_key, to_messages
+from ._agents_tail import Tail, TailKey, hold_tail, release_tail, settle, tail_key
+
+# The registry of shared tails, under the name it had here (a program inspecting it).
+from ._agents_tail import tails as _tails  # noqa: F401
 
 try:
     from agents.memory.session_settings import (
@@ -89,7 +90,7 @@ T = TypeVar("T")
 _ALL = 2**62
 
 # Failures the database, not an item, causes (a lock past the budget, a server away, a
-# full disk, a damaged file or index): the items go to the spool (or the salvage file).
+# full disk, a damaged file or index): the items go to the spool (or the hold file).
 # Any other failure rolled the call's unit back and is raised: nothing of it is stored.
 _SOURCE_SQL = "SELECT source FROM sessions WHERE id = ?"
 _SPOOLED_KINDS = frozenset({"transient", "disk", "corrupt", "fts", "timeout"})
@@ -98,84 +99,6 @@ _SPOOLED_KINDS = frozenset({"transient", "disk", "corrupt", "fts", "timeout"})
 POP_REASON = "openai-agents: pop_item"
 #: The archive reason of the rows removed by ``clear_session``.
 CLEAR_REASON = "openai-agents: clear_session"
-
-
-def session_key(session_id: str) -> str:
-    """The hermes session id that keeps the SDK session ``session_id``: the id itself
-    when hermes accepts it (letters, digits, ``._:-``, at most 128 characters, no
-    ``..``), else ``oa-`` and 40 hex digits of its SHA-256. The SDK's id is the session's
-    title either way."""
-    if not isinstance(session_id, str) or not session_id:
-        raise IntegrityViolation(
-            f"session_id must be a non-empty string, got {session_id!r}; pass the conversation's id"
-        )
-    return door_session_id(session_id, "oa")
-
-
-@dataclass
-class _Tail:
-    """What every HermesSession of one session of one store shares in this process,
-    whichever :class:`StateStore` object it was built on: the items spooled and not yet
-    in the database (oldest first), and the lock that orders the calls."""
-
-    spooled: list[dict[str, Any]] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    titled: bool = False  # the row is known to carry its title: no UPDATE per call
-    users: int = 0  # HermesSessions holding it: the last close forgets it (unless spooled)
-
-
-# (the home's real path, the database: its real file path or the server's URL without
-# its password, the session id). Not the StateStore object: a second object of the
-# same store, or one opened after the first was closed, must see the same tail.
-_TailKey = tuple[str, str, str]
-_tails: dict[_TailKey, _Tail] = {}
-_tails_lock = threading.Lock()
-
-
-def _tail_key(store: StateStore, key: str) -> _TailKey:
-    home = os.path.realpath(store.home)
-    if store.backend.is_file:
-        return home, os.path.realpath(store.path), key
-    # The spool files live in the home, so two homes on one server keep two tails.
-    return home, str(store.database.location), key
-
-
-def _hold_tail(tail_key: _TailKey) -> _Tail:
-    with _tails_lock:
-        tail = _tails.get(tail_key)
-        if tail is None:
-            tail = _tails[tail_key] = _Tail()
-        tail.users += 1
-        return tail
-
-
-def _release_tail(tail_key: _TailKey) -> None:
-    with _tails_lock:
-        tail = _tails.get(tail_key)
-        if tail is not None:
-            tail.users -= 1
-            # Kept while it holds spooled items: the next HermesSession of the session
-            # must still return them.
-            if tail.users <= 0 and not tail.spooled:
-                del _tails[tail_key]
-
-
-async def _settle(call: Callable[[], T]) -> T:
-    """Run a blocking mutation in a thread and wait for its outcome even if the caller
-    is cancelled meanwhile: the write runs on either way, so the cancellation is
-    delivered only once it is known whether it committed."""
-    task: asyncio.Future[T] = asyncio.ensure_future(asyncio.to_thread(call))
-    cancelled: asyncio.CancelledError | None = None
-    while not task.done():
-        try:
-            await asyncio.wait({task})
-        except asyncio.CancelledError as exc:
-            cancelled = cancelled or exc
-    if cancelled is not None:
-        if not task.cancelled():
-            task.exception()  # retrieved: the cancellation is what the caller gets
-        raise cancelled
-    return task.result()
 
 
 class HermesSession:
@@ -240,8 +163,8 @@ class HermesSession:
         self._closed = False
         self._owns_store = store is None
         self._store: StateStore | None = store
-        self._tail: _Tail | None = None
-        self._tail_key: _TailKey | None = None
+        self._tail: Tail | None = None
+        self._tail_key: TailKey | None = None
         self._pending: Path | None = None
         self._policy: Any = None  # the writer's RetryPolicy (its budget)
         self._last_replay_errors: list[str] = []
@@ -286,19 +209,19 @@ class HermesSession:
         normalised = normalise_items(items)
         if not normalised:
             return
-        await _settle(lambda: self._add_items(normalised))
+        await settle(lambda: self._add_items(normalised))
 
     async def pop_item(self) -> Any | None:
         """Remove the newest item and return it (None when there is none): its row is
         archived with the reason :data:`POP_REASON`, never deleted."""
         self._check_open()
-        return await _settle(self._pop_item)
+        return await settle(self._pop_item)
 
     async def clear_session(self) -> None:
         """Remove every item: the rows are archived with the reason
         :data:`CLEAR_REASON`, never deleted; the session stays and takes new items."""
         self._check_open()
-        await _settle(self._clear_session)
+        await settle(self._clear_session)
 
     def close(self) -> None:
         """Close the session, and the store when this session opened it. Idempotent."""
@@ -307,7 +230,7 @@ class HermesSession:
                 return
             self._closed = True
             if self._tail_key is not None:
-                _release_tail(self._tail_key)
+                release_tail(self._tail_key)
             if self._owns_store and self._store is not None:
                 self._store.close()
 
@@ -319,7 +242,7 @@ class HermesSession:
                 f"HermesSession {self.session_id!r} is closed; create a new HermesSession"
             )
 
-    def _ready(self) -> tuple[StateStore, _Tail]:
+    def _ready(self) -> tuple[StateStore, Tail]:
         """The open store and the session's shared tail, opening the store first when
         this session owns it; a closed session or store raises StoreClosedError."""
         with self._opening:
@@ -330,14 +253,14 @@ class HermesSession:
             store.engine  # noqa: B018 - raises StoreClosedError once the store is closed
             tail = self._tail
             if tail is None:
-                tail_key = _tail_key(store, self.key)
+                shared_key = tail_key(store, self.key)
                 writer = store.transcript_writer(self.key, write_budget_s=self._write_budget_s)
                 with self._lock:
                     self._fast = store.backend.cursor_fast_path
                     self._pending = writer.pending_path
                     self._policy = writer.policy
-                    self._tail_key = tail_key
-                    tail = self._tail = _hold_tail(tail_key)
+                    self._tail_key = shared_key
+                    tail = self._tail = hold_tail(shared_key)
             return store, tail
 
     def _refuse_foreign(self, source: str) -> None:
@@ -383,23 +306,23 @@ class HermesSession:
             self._refuse_foreign(state[0] if state is not None else str(found[0]))
         return True
 
-    def _backlog(self, tail: _Tail) -> bool:
+    def _backlog(self, tail: Tail) -> bool:
         assert self._pending is not None
         return bool(tail.spooled) or self._pending.exists()
 
-    def _replay_spooled(self, store: StateStore, tail: _Tail, budget: float) -> bool:
+    def _replay_spooled(self, store: StateStore, tail: Tail, budget: float) -> bool:
         """Replay the session's spool (left by this process or an earlier one), after
         checking the session is ours; True when nothing is pending any more."""
         assert self._pending is not None
         self._check_owner(store)
-        report = store.recover_pending(self.key, write_budget_s=budget)
+        report = store.replay_pending(self.key, write_budget_s=budget)
         if self._pending.exists():
             self._last_replay_errors = list(report.errors)
             return False
         tail.spooled.clear()  # in place: the list is shared
         return True
 
-    def _require_replayed(self, store: StateStore, tail: _Tail) -> None:
+    def _require_replayed(self, store: StateStore, tail: Tail) -> None:
         # Pop and clear act on the newest rows: the spooled ones must be in first.
         assert self._policy is not None
         if not self._backlog(tail) or self._replay_spooled(store, tail, self._policy.budget_s):
@@ -407,7 +330,7 @@ class HermesSession:
         raise DatabaseBusyError(
             f"items of session {self.session_id!r} are still in the spool "
             f"({'; '.join(self._last_replay_errors) or 'not replayed'}); retry when the "
-            "database takes writes again, or run: hermes-repo pending recover"
+            "database takes writes again, or run: hermes-repo pending replay"
         )
 
     def _get_items(self, last: int | None) -> list[Any]:
@@ -482,12 +405,12 @@ class HermesSession:
     def _spool(
         self,
         store: StateStore,
-        tail: _Tail,
+        tail: Tail,
         items: list[dict[str, Any]],
         messages: list[dict[str, Any]],
     ) -> None:
         """The database did not take ``messages`` within the budget: the writer (one
-        more attempt, then the spool or, on a damaged file, the salvage file)."""
+        more attempt, then the spool or, on a damaged file, the hold file)."""
         try:
             # The writer tries the database once more, outside this call's checked unit:
             # a session another door took meanwhile must not get the items.
@@ -514,13 +437,13 @@ class HermesSession:
                 "lost that was saved before, retry add_items"
             )
         if result.spooled and store.quarantined:
-            # Kept in the salvage file, which only `sessions recover` brings back:
+            # Kept in the hold file, which nothing replays by itself (doctor says how):
             # not returned as if they were pending, and the caller must know.
             raise StateDbCorruptError(
                 f"the store's file is damaged and quarantined: {result.spooled} item(s) "
-                f"of session {self.session_id!r} were kept in the salvage file under "
+                f"of session {self.session_id!r} were kept in the hold file under "
                 f"sessions/ beside it ({result.error}); run hermes-repo doctor, then "
-                "hermes-repo sessions recover"
+                "hermes-repo sessions salvage"
             )
         if result.spooled:
             spooled = set(result.spooled_uids)

@@ -8,7 +8,7 @@ at the next open of a store whose ``fts_stale`` marker is set, and from
 * no other rebuild runs (a file lock, not waited for);
 * no other process holds the store (the holder registry, not waited for);
 * the canonical tables pass ``quick_check`` (a structurally damaged file is for
-  ``sessions recover``, never for a rebuild);
+  ``sessions salvage``, never for a rebuild);
 * there is room for a backup, which is taken first (a few are kept, older ones pruned);
 * automatic attempts for this marker are below :data:`MAX_AUTOMATIC_ATTEMPTS` (a ledger
   beside the file), so a rebuild that keeps failing cannot loop at every start.
@@ -269,7 +269,7 @@ def _rebuild_alone(
             ok=False,
             reason=(
                 "the canonical tables fail quick_check: the file itself is damaged, an FTS "
-                "rebuild would make it worse; run `hermes-repo sessions recover --source "
+                "rebuild would make it worse; run `hermes-repo sessions salvage --source "
                 f"{shlex.quote(str(db_path))} --inspect-only`"
             ),
         )

@@ -18,7 +18,7 @@ already gone. This module does it in an order that never loses either file:
    ``state.db`` or its ``-shm`` is an SQLite connection).
 4. **Move the old set aside together**: ``state.db`` and its ``-wal``/``-shm``/
    ``-journal`` become ``state.db.replaced-<UTC time>`` plus the same suffixes (0600), a
-   set SQLite and ``sessions recover --source`` still read as one database. Then the
+   set SQLite and ``sessions salvage --source`` still read as one database. Then the
    staged copy is renamed to ``state.db``; no stale ``-wal``/``-shm`` can meet it.
 5. **Verify** that the installed store opens (:meth:`StateStore.open`) at head.
 """
@@ -84,14 +84,14 @@ def _check_new(db_path: Path, new: Path) -> None:
             if path.exists() and os.path.samefile(path, new):
                 raise ReplaceError(
                     f"{new} is the store's own file {path.name}; pass the recovered file "
-                    "(e.g. the --output of `sessions recover`)"
+                    "(e.g. the --output of `sessions salvage`)"
                 )
     with open(new, "rb") as f:
         head = f.read(100)
     if not head.startswith(_SQLITE_MAGIC) or len(head) < 100:
         raise ReplaceError(
             f"{new} is not an SQLite database (its header is missing or damaged); "
-            "pass the file `sessions recover --output` wrote"
+            "pass the file `sessions salvage --output` wrote"
         )
 
 
@@ -122,8 +122,8 @@ def _stage(new: Path, stage: Path, driver_name: DriverName | None) -> tuple[str,
         backup_to(source, stage)
     except DBAPIError as exc:
         raise ReplaceError(
-            f"{new} could not be read ({describe(exc)}); check the file, or recover the store "
-            "again with `sessions recover --output`"
+            f"{new} could not be read ({describe(exc)}); check the file, or salvage the store "
+            "again with `sessions salvage --output`"
         ) from exc
     finally:
         source.dispose()
@@ -135,7 +135,7 @@ def _stage(new: Path, stage: Path, driver_name: DriverName | None) -> tuple[str,
     except DBAPIError as exc:
         raise ReplaceError(
             f"{new} fails to open as a store ({describe(exc)}); nothing was replaced. "
-            "Recover the store again with `sessions recover --output`"
+            "Salvage the store again with `sessions salvage --output`"
         ) from exc
     finally:
         check.dispose()
@@ -143,13 +143,13 @@ def _stage(new: Path, stage: Path, driver_name: DriverName | None) -> tuple[str,
     if integrity != "ok":
         raise ReplaceError(
             f"{new} fails integrity_check ({integrity}); nothing was replaced. "
-            "Recover the store again with `sessions recover --output`"
+            "Salvage the store again with `sessions salvage --output`"
         )
     if status.status != "at-head":
         fix = {
             "behind": f"bring it to head first with `hermes-repo --home {new.parent} db upgrade`",
             "ahead": "upgrade the hermes_repo package first",
-        }.get(status.status, "pass a hermes_repo store (e.g. the --output of `sessions recover`)")
+        }.get(status.status, "pass a hermes_repo store (e.g. the --output of `sessions salvage`)")
         raise ReplaceError(
             f"{new} is not a store at schema head {status.head} (status {status.status}, "
             f"revision {status.revision or '-'}); nothing was replaced: {fix}"
@@ -228,7 +228,7 @@ def replace_store(
                 path.unlink()
     try:
         # The installed file, even where HERMES_REPO_URL names a server.
-        with StateStore.open(folder, url=SQLITE_FILE, recover=False) as store:
+        with StateStore.open(folder, url=SQLITE_FILE, replay=False) as store:
             health = store.health()
     except HermesRepoError as exc:
         kept = ", ".join(result.aside) or "nothing (there was no store)"

@@ -1,6 +1,6 @@
 """Salvage of a damaged store: what is readable (``inspect``), and a fresh copy (``salvage``).
 
-What ``hermes-repo sessions recover`` runs. The source is never opened for writing, not
+What ``hermes-repo sessions salvage`` runs. The source is never opened for writing, not
 even by SQLite: both functions first make byte copies of ``state.db`` and its ``-wal``
 (and a hot ``-journal``) in a private folder (0700) and read only the copy
 (:mod:`.copy`). No ``-shm`` or ``-journal`` is ever created beside the source.
@@ -28,12 +28,14 @@ build lacks.
 
 from __future__ import annotations
 
+from typing import Any
+
+from ..deprecation import moved_names
 from .copy import SCRATCH_PREFIX, remove_stale
 from .output import PARTIAL_SUFFIX
 from .report import (
     ProgressCallback,
     ProgressEvent,
-    RecoveryError,
     SalvageError,
     SalvageInspection,
     SalvageResult,
@@ -48,7 +50,6 @@ __all__ = [
     "SCRATCH_PREFIX",
     "ProgressCallback",
     "ProgressEvent",
-    "RecoveryError",
     "SalvageError",
     "SalvageInspection",
     "SalvageResult",
@@ -58,3 +59,10 @@ __all__ = [
     "remove_stale",
     "salvage",
 ]
+
+#: Names this package had before "salvage" and "replay" were told apart (warn on use).
+_moved = moved_names("hermes_repo.salvage", {"RecoveryError": "hermes_repo.errors:SalvageError"})
+
+
+def __getattr__(name: str) -> Any:
+    return _moved(name)

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..deprecation import moved_names
 from ..errors import SalvageError
 from .pagescan import ScanStats, WalInfo
 
@@ -19,7 +20,6 @@ __all__ = [
     "SAMPLE",
     "ProgressCallback",
     "ProgressEvent",
-    "RecoveryError",
     "SalvageError",
     "SalvageInspection",
     "SalvageResult",
@@ -32,8 +32,14 @@ MIN_ROWID, MAX_ROWID = -(1 << 63), (1 << 63) - 1
 SAMPLE = 20
 
 
-#: The name this error had when the salvage lived in ``ops.recover``; callers catch it.
-RecoveryError = SalvageError
+#: Names this module had before "salvage" and "replay" were told apart (warn on use).
+_moved = moved_names(
+    "hermes_repo.salvage.report", {"RecoveryError": "hermes_repo.errors:SalvageError"}
+)
+
+
+def __getattr__(name: str) -> Any:
+    return _moved(name)
 
 
 @dataclass(frozen=True)

@@ -172,7 +172,7 @@ def damaged_schema_fix(db_path: Path, status: SchemaStatus) -> str:
     source = shlex.quote(str(db_path))
     new_db = shlex.quote(str(recovered_path(db_path)))
     salvage = (
-        f"salvage the rows with `hermes-repo sessions recover --source {source} --output "
+        f"salvage the rows with `hermes-repo sessions salvage --source {source} --output "
         f"{new_db}` and install them "
         f"with `hermes-repo --home {home} db replace "
         f"{new_db}`, or restore a "

@@ -118,7 +118,7 @@ class SessionWrites:
         except UidConflictError:
             raise  # the uid is stored for another message: this one is not durable
         except IntegrityViolation:
-            # The uid is already stored (another process recovered our spool file
+            # The uid is already stored (another process replayed our spool file
             # first): the message is durable, which is all a flush promises.
             if self.uid_stored(message["uid"]):
                 return

@@ -47,9 +47,10 @@ since the snapshot makes that lock fail with a serialization failure (the stale-
 refusal of step 2), and once it is held the session's writers queue behind the repair.
 The write unit of step 3 takes the same lock before it re-reads.
 
-Planning is done per turn group (see :func:`plan_repair`): on a long session with a few
-violations only the groups that hold them are copied and repaired, which keeps a
-repairing load close to the cost of a plain one.
+Planning is done per turn group (see :func:`plan_repair`, in :mod:`.repair_plan`): on a
+long session with a few violations only the groups that hold them are copied and
+repaired, which keeps a repairing load close to the cost of a plain one. The audit
+trail (archived rows, copies of rows as they were) is written by :mod:`.archive`.
 """
 
 from __future__ import annotations
@@ -61,23 +62,26 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from sqlalchemy import String, bindparam, insert, literal, select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
 from ..backend import backend_of
-from ..codec import MESSAGE_COLUMNS, content_columns, dumps, encode_text, new_uid, row_to_message
+from ..codec import MESSAGE_COLUMNS, content_columns, dumps, encode_text, row_to_message
 from ..driver_errors import describe
 from ..errors import ReconcileConflict
 from ..models import messages_table, sessions_table
-from .repair import (
-    RULE_UNMERGEABLE_ASSISTANT,
-    Removal,
-    RepairPlan,
-    SurvivorUpdate,
-    repair_transcript,
-    violations,
+from .archive import (
+    ORIGINAL_REASON,
+    ArchivedRow,
+    archive_reason,
+    expect_rows,
+    keep_copy,
+    keep_original,
+    original_reason,
 )
+from .repair import RepairPlan, violations
+from .repair_plan import plan_repair
 
 if TYPE_CHECKING:
     from ..database import WriteCore
@@ -108,30 +112,10 @@ PATH_SAME_TRANSACTION: Final = "same_transaction"
 PATH_WRITE_UNIT: Final = "write_unit"
 """The state had moved (or the write failed): re-read and re-planned under BEGIN IMMEDIATE."""
 
-ORIGINAL_REASON: Final = "repair_original"
-"""The ``archive_reason`` prefix of a survivor's row as it was before a repair rewrote it."""
-
 _messages = messages_table
 _sessions = sessions_table
 _columns = [_messages.c[name] for name in MESSAGE_COLUMNS]
 _ID: Final = MESSAGE_COLUMNS.index("id")
-_TURNS: Final = ("user", "assistant")
-
-
-@dataclass(frozen=True)
-class ArchivedRow:
-    """A row the repair took out of the replay (kept as an inactive audit row)."""
-
-    id: int
-    rule: str
-    """One of :data:`hermes_repo.transcript.repair.RULES`."""
-    survivor_id: int | None
-    """Row id of the row it was merged into; None for a dropped tool result."""
-
-    @property
-    def reason(self) -> str:
-        """The ``archive_reason`` stored on the row."""
-        return archive_reason(self.rule, self.survivor_id)
 
 
 @dataclass(frozen=True)
@@ -165,110 +149,6 @@ class ReconcileResult:
     def changed(self) -> bool:
         """Whether this call changed any stored row."""
         return self.rows_written > 0
-
-
-def archive_reason(rule: str, survivor_id: int | None) -> str:
-    """The audit text of an archived row: the rule, and the survivor for a merge."""
-    if survivor_id is None:
-        return rule
-    if rule == RULE_UNMERGEABLE_ASSISTANT:
-        return f"{rule} after #{survivor_id}"
-    return f"{rule} into #{survivor_id}"
-
-
-def original_reason(survivor_id: int) -> str:
-    """The audit text of the archived copy of a survivor's row before a repair."""
-    return f"{ORIGINAL_REASON} of #{survivor_id}"
-
-
-# -- planning ------------------------------------------------------------------------
-
-
-def _is_display(message: Mapping[str, Any]) -> bool:
-    return bool(message.get("display_only"))
-
-
-def _starts_group(role: Any, prev: Any) -> bool:
-    """Whether a replayed row of ``role`` restarts the repair walk from scratch.
-
-    ``prev`` is the role of the replayed row before it (None: there is none). The walk
-    carries two things from row to row: the role of the last surviving row (same-role
-    user/assistant turns merge into it) and the call ids a tool result may answer. Both
-    are reset, whatever came before, at:
-
-    * a system row (it never merges and no tool result can answer it);
-    * a user or assistant row after a user, assistant or system row of another role. The
-      last survivor then has that other role too (a merged-away row went into a survivor
-      of its own role), so the row cannot merge, and it sets the call ids afresh (an
-      assistant) or clears them (a user).
-
-    A tool row never starts a group: its fate depends on the turn before it.
-    """
-    if prev is None or role == "system":
-        return True
-    return role in _TURNS and prev in (*_TURNS, "system") and prev != role
-
-
-def _group_of(messages: Sequence[Mapping[str, Any]], index: int) -> tuple[int, int]:
-    """The turn group ``[start, end)`` holding the replayed row at ``index``.
-
-    Found by scanning outwards from the row, so the cost is the size of the group, not
-    of the transcript. Display-only rows are outside the walk; those between two groups
-    go with the later one here, which changes nothing (a repair never touches them).
-    """
-    start = index
-    j = index - 1
-    while True:
-        while j >= 0 and _is_display(messages[j]):
-            j -= 1
-        prev = messages[j].get("role") if j >= 0 else None
-        if _starts_group(messages[start].get("role"), prev):
-            break
-        start, j = j, j - 1
-    prev = messages[index].get("role")
-    end = index + 1
-    while end < len(messages):
-        row = messages[end]
-        if not _is_display(row):
-            if _starts_group(row.get("role"), prev):
-                break
-            prev = row.get("role")
-        end += 1
-    return start, end
-
-
-def plan_repair(
-    messages: Sequence[Mapping[str, Any]],
-    found: Sequence[tuple[int, str]] | None = None,
-) -> RepairPlan:
-    """The plan ``repair_transcript(messages).plan`` gives, repairing only what is broken.
-
-    The transcript splits into turn groups at the rows where the repair walk restarts
-    from scratch (see :func:`_starts_group`). The whole repair is then the concatenation
-    of the groups' repairs, and a group without violations repairs to itself; so only
-    the groups holding a violation are repaired (``repair_transcript`` copies every row
-    it is given). ``found`` is ``violations(messages)`` if the caller already has it.
-    """
-    if found is None:
-        found = violations(messages)
-    updates: list[SurvivorUpdate] = []
-    removals: list[Removal] = []
-    done = -1  # end of the last group repaired: violations come in index order
-    for index, _rule in found:
-        if index < done:
-            continue
-        start, done = _group_of(messages, index)
-        sub = repair_transcript(messages[start:done]).plan
-        updates += [SurvivorUpdate(u.index + start, u.fields) for u in sub.updates]
-        removals += [
-            Removal(
-                r.index + start,
-                r.rule,
-                None if r.survivor_index is None else r.survivor_index + start,
-            )
-            for r in sub.removals
-        ]
-    return RepairPlan(tuple(updates), tuple(removals))
 
 
 # -- storage -------------------------------------------------------------------------
@@ -341,17 +221,6 @@ def _replay(conn: Connection, snapshot: _Snapshot, plan: RepairPlan) -> list[dic
     ]
 
 
-def _expect(rowcount: int, expected: int, session_id: str) -> int:
-    if rowcount != expected:
-        # Impossible while the transaction guards what it read; if it happens, writing
-        # the rest would leave a half-applied repair, so the transaction rolls back.
-        raise ReconcileConflict(
-            f"repair of session {session_id!r} expected to change {expected} rows, "
-            f"changed {rowcount}; nothing was written. Load the session again"
-        )
-    return rowcount
-
-
 def _write(
     conn: Connection, session_id: str, snapshot: _Snapshot, now: float, path: str
 ) -> ReconcileResult:
@@ -387,7 +256,7 @@ def _write(
             .where(_messages.c.id == bindparam("b_id"), _messages.c.active == 1)
             .values({c: bindparam(f"b_{c}") for c in cols})
         )
-        written += _expect(conn.execute(stmt, params).rowcount, len(params), session_id)
+        written += expect_rows(conn.execute(stmt, params).rowcount, len(params), session_id)
     archived = tuple(
         ArchivedRow(
             ids(r.index), r.rule, None if r.survivor_index is None else ids(r.survivor_index)
@@ -401,7 +270,7 @@ def _write(
             .values(active=0, archived_at=now, archive_reason=bindparam("b_reason"))
         )
         params = [{"b_id": a.id, "b_reason": a.reason} for a in archived]
-        written += _expect(conn.execute(stmt, params).rowcount, len(params), session_id)
+        written += expect_rows(conn.execute(stmt, params).rowcount, len(params), session_id)
     found = conn.execute(
         select(_sessions.c.message_count, _sessions.c.tool_call_count).where(
             _sessions.c.id == session_id
@@ -432,48 +301,6 @@ def _write(
         path=path,
         originals=originals,
     )
-
-
-# Every column but the row's identity and archive state, copied as stored.
-_KEPT_COLUMNS: Final = tuple(
-    c.name
-    for c in _messages.columns
-    if c.name not in ("id", "uid", "active", "archived_at", "archive_reason")
-)
-
-
-def keep_original(conn: Connection, session_id: str, row_id: int, now: float) -> int:
-    """Copy the active row ``row_id`` as it is now into a new archived row (reason
-    ``repair_original of #id``); its id."""
-    return keep_copy(conn, session_id, row_id, original_reason(row_id), now)
-
-
-def keep_copy(conn: Connection, session_id: str, row_id: int, reason: str, now: float) -> int:
-    """Copy the active row ``row_id`` as it is now into a new archived row of the same
-    session with ``reason`` (the audit trail of a row about to be rewritten); its id.
-
-    Copied inside the database (INSERT ... SELECT), so every column is kept exactly as
-    stored, whatever the codec would make of it.
-    """
-    copied = select(
-        *(_messages.c[name] for name in _KEPT_COLUMNS),
-        literal(new_uid(), String),
-        literal(0),
-        literal(now),
-        literal(reason, String),
-    ).where(
-        _messages.c.id == row_id,
-        _messages.c.session_id == session_id,
-        _messages.c.active == 1,
-    )
-    stmt = (
-        insert(_messages)
-        .from_select([*_KEPT_COLUMNS, "uid", "active", "archived_at", "archive_reason"], copied)
-        .returning(_messages.c.id)
-    )
-    found = conn.execute(stmt).scalars().all()
-    _expect(len(found), 1, session_id)
-    return int(found[0])
 
 
 def _interleaves(conn: Connection) -> bool:

@@ -6,7 +6,7 @@ transaction (a group commit; one transaction per message only when the group fai
 way one message can cause, see :mod:`.group`); the store's retry policy replays a locked
 or read-only write within the budget. When a write fails in a way retry cannot fix,
 the messages not yet committed go at once to ``<home>/sessions/<sid>.pending.jsonl``
-(fsynced, 0600), which :meth:`StateStore.recover_pending` replays exactly once. Without a store (its
+(fsynced, 0600), which :meth:`StateStore.replay_pending` replays exactly once. Without a store (its
 initialisation failed) every message goes there.
 
 Durability is tracked by **uid**, never by list position: the writer remembers which
@@ -27,84 +27,35 @@ written (or spooled) in order.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import logging
-import math
 import os
-import reprlib
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.engine import Connection
-
 from ..arguments import message_list
-from ..codec import check_server_text, dumps, escape_surrogates, message_to_row, new_uid
+from ..codec import check_server_text, message_to_row, new_uid
 from ..database import Database, WriteCore
 from ..driver_errors import classify, describe
-from ..engine import DB_NAME, db_path_for_home, default_home
-from ..engine_pg import resolve_url
+from ..engine import default_home
 from ..errors import ConfigurationError, ErrorKind, HermesRepoError, IntegrityViolation
 from ..ids import validate_session_id
-from ..models import messages_table
-from ..provenance import StoreIdentity, database_target, sqlite_target, url_target
+from ..provenance import StoreIdentity, database_target, sqlite_target
 from ..repositories import MessageRepository
 from ..retry import TRANSCRIPT_POLICY, RetryPolicy
 from . import spool
+from .content import digest as content_digest
+from .content import not_durable, reused_reason, stored_digests
 from .group import SessionWrites
-from .replay import keep_rejected, replay_file
+from .placement import target_of
+from .rejected import keep_rejected, rejected_line
+from .replay import replay_file
+from .results import FlushResult, Rejection
 
 __all__ = ["FlushResult", "Rejection", "TranscriptWriter"]
 
 log = logging.getLogger("hermes_repo.transcript")
-
-
-@dataclass(frozen=True)
-class Rejection:
-    """A message of a flush that can never be stored: its place in the list, its uid
-    (None when it is not a dict or its uid is unusable) and why."""
-
-    index: int
-    uid: str | None
-    reason: str
-
-
-@dataclass(frozen=True)
-class FlushResult:
-    """The outcome of one :meth:`TranscriptWriter.flush`.
-
-    Counts cover the messages of the call's list that were not committed when it
-    started: ``written`` are committed now; ``spooled`` are safe in a spool file (the
-    pending queue, or the salvage file while the database is damaged); ``unsaved`` are
-    only in memory because the spool could not be written either (then ``error`` says
-    both causes, and the next flush tries them again). ``error`` is None when every
-    storable message reached the database. ``rejected`` messages can never be stored
-    (``rejections`` says which and why); they are kept in ``<sid>.rejected.jsonl``
-    and did not stop the others.
-    """
-
-    written: int
-    spooled: int
-    error: str | None = None
-    unsaved: int = 0
-    written_uids: tuple[str, ...] = ()
-    spooled_uids: tuple[str, ...] = ()
-    rejected: int = 0
-    rejections: tuple[Rejection, ...] = ()
-
-    @property
-    def rejected_uids(self) -> tuple[str, ...]:
-        """The uids of the rejected messages that have one."""
-        return tuple(r.uid for r in self.rejections if r.uid is not None)
-
-    @property
-    def ok(self) -> bool:
-        """True when every message of the call is committed in the database."""
-        return self.error is None and not self.rejected
 
 
 class TranscriptWriter:
@@ -146,7 +97,7 @@ class TranscriptWriter:
         if store is not None and os.path.realpath(self.home) != os.path.realpath(store.home):
             raise ConfigurationError(
                 f"the writer's home {self.home} is not the store's ({store.home}); spool "
-                "files must live next to the database that recovers them"
+                "files must live next to the database that replays them"
             )
         self.store = store
         if write_budget_s is None:
@@ -166,7 +117,7 @@ class TranscriptWriter:
         # Spool files of this session that hold only another store's (or door's)
         # records, by (name -> size, mtime): not replayed again until they change.
         self._foreign: dict[str, tuple[int, int]] = {}
-        self._target = _target_of(self.home, target) if store is None else None
+        self._target = target_of(self.home, target) if store is None else None
         self._lock = threading.Lock()
 
     @property
@@ -259,7 +210,7 @@ class TranscriptWriter:
         usable, taken = self._same_as_before(store, usable, committed)
         for message, reason in taken:
             refuse(at(message), message["uid"], reason, message)
-        todo_in, reused = self._not_durable(usable, committed)
+        todo_in, reused = not_durable(usable, committed)
         for message in reused:
             refuse(
                 at(message),
@@ -283,7 +234,7 @@ class TranscriptWriter:
                 reason = "a value nested too deeply to be stored; flatten it"
                 refuse(at(message), message["uid"], reason, message)
                 continue
-            digests[message["uid"]] = _digest(row)
+            digests[message["uid"]] = content_digest(row)
             todo.append(message)
         rejections.sort(key=lambda r: r.index)
         refused.sort(key=lambda pair: pair[0].index)  # the file keeps the list's order
@@ -381,9 +332,9 @@ class TranscriptWriter:
                 keep.append(message)
                 continue
             try:
-                digest = _digest(message_to_row(self.session_id, message))
+                digest = content_digest(message_to_row(self.session_id, message))
             except (IntegrityViolation, RecursionError) as exc:
-                taken.append((message, _reused(uid, self.session_id, f" ({exc})")))
+                taken.append((message, reused_reason(uid, self.session_id, f" ({exc})")))
                 continue
             if before is None and uid in committed:
                 ask[uid] = (message, digest)  # stored by another writer: ask the store
@@ -392,10 +343,10 @@ class TranscriptWriter:
                 if uid not in committed:
                     keep.append(message)
             else:
-                taken.append((message, _reused(uid, self.session_id)))
+                taken.append((message, reused_reason(uid, self.session_id)))
         if ask and store is not None:
             try:
-                stored = self._stored_digests(store, list(ask))
+                stored = stored_digests(store, self.session_id, list(ask), self.policy)
             except Exception:  # cannot tell now: durable as before, asked again next time
                 stored = {}
             for uid, digest in stored.items():
@@ -403,25 +354,8 @@ class TranscriptWriter:
                 if digest == mine:
                     seen[uid] = (message, digest)
                 else:
-                    taken.append((message, _reused(uid, self.session_id)))
+                    taken.append((message, reused_reason(uid, self.session_id)))
         return keep, taken
-
-    def _stored_digests(self, store: WriteCore, uids: list[str]) -> dict[str, bytes]:
-        sid = self.session_id
-
-        def read(conn: Connection) -> dict[str, bytes]:
-            out: dict[str, bytes] = {}
-            for at in range(0, len(uids), 500):
-                rows = conn.execute(
-                    select(messages_table.c.uid, *_CONTENT_COLUMNS).where(
-                        messages_table.c.session_id == sid,
-                        messages_table.c.uid.in_(uids[at : at + 500]),
-                    )
-                ).all()
-                out.update({row[0]: _digest_of(tuple(row[1:])) for row in rows})
-            return out
-
-        return store.read(read, self.policy)
 
     def _backlog_stat(self, name: str) -> tuple[int, int] | None:
         """(size, mtime) of a spool file of this session to replay; None when it does
@@ -433,33 +367,12 @@ class TranscriptWriter:
         stat = (st.st_size, st.st_mtime_ns)
         return None if self._foreign.get(name) == stat else stat
 
-    def _not_durable(
-        self, messages: list[dict[str, Any]], committed: set[str]
-    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """The messages to store, and those reusing an earlier message's uid of this list
-        with different content (refused: storing either silently loses the other)."""
-        seen: dict[str, dict[str, Any]] = {}
-        todo = []
-        reused = []
-        for message in messages:
-            uid = message["uid"]
-            if uid in committed:
-                continue
-            first = seen.get(uid)
-            if first is None:
-                seen[uid] = message
-                todo.append(message)
-            elif first is not message and not _same(first, message):
-                reused.append(message)
-            # else: the same message twice in one list is one message
-        return todo, reused
-
     def _keep(self, refused: list[tuple[Rejection, Any]]) -> str | None:
         """Keep refused messages in ``<sid>.rejected.jsonl``; an error text if that failed."""
         if not refused:
             return None
         where = self.owner.fields()
-        lines = [_rejected_line(r.reason, m, where) for r, m in refused]
+        lines = [rejected_line(r.reason, m, where) for r, m in refused]
         fresh = [line for line in lines if line not in self._kept]
         if not fresh:
             return None  # refused again by a later flush: kept already
@@ -497,10 +410,10 @@ class TranscriptWriter:
     ) -> FlushResult:
         kind = classify(failure)
         cause = f"{kind.value}: {describe(failure)}" if store is not None else describe(failure)
-        # While the database file is damaged, new messages go to the salvage file: a
+        # While the database file is damaged, new messages go to the hold file: a
         # retry queue would be replayed into the damaged file and spread the damage.
-        salvage = store is not None and kind is ErrorKind.CORRUPT
-        suffix = spool.SALVAGE_SUFFIX if salvage else spool.PENDING_SUFFIX
+        hold = store is not None and kind is ErrorKind.CORRUPT
+        suffix = spool.HOLD_SUFFIX if hold else spool.PENDING_SUFFIX
         target = spool.sessions_dir(self.home) / spool.pending_name(self.session_id, suffix)
         fresh = [m for m in rest if m["uid"] not in self._spooled]
         try:
@@ -553,119 +466,3 @@ class TranscriptWriter:
     def __repr__(self) -> str:
         mode = "store" if self.store is not None else "spool only"
         return f"TranscriptWriter(session_id={self.session_id!r}, {mode})"
-
-
-#: The columns that make a message's content (its time and uid do not).
-_CONTENT_NAMES = ("role", "content", "content_parts", "tool_name", "tool_calls", "tool_call_id")
-_CONTENT_COLUMNS = tuple(messages_table.c[name] for name in _CONTENT_NAMES)
-
-
-def _content_of(row: dict[str, Any]) -> tuple[Any, ...]:
-    return tuple(row[name] for name in _CONTENT_NAMES)
-
-
-def _digest_of(values: tuple[Any, ...]) -> bytes:
-    """16 bytes standing for a message's content columns (text or None each): each
-    value length-prefixed, so no two different tuples share an input."""
-    h = hashlib.blake2b(digest_size=16)
-    for value in values:
-        if value is None:
-            h.update(b"-")
-        else:
-            data = str(value).encode("utf-8", "surrogatepass")
-            h.update(b"%d:" % len(data))
-            h.update(data)
-    return h.digest()
-
-
-def _digest(row: dict[str, Any]) -> bytes:
-    """The content of a message row, as the store keeps it, in 16 bytes."""
-    return _digest_of(_content_of(row))
-
-
-def _reused(uid: str, session_id: str, detail: str = "") -> str:
-    return (
-        f"uid {uid!r} is already stored (or spooled) in session {session_id!r} for a "
-        f"message with different content{detail}; a uid names one message: give this "
-        "one its own uid (or leave uid out)"
-    )
-
-
-def _target_of(home: Path, target: str | os.PathLike[str] | None) -> str:
-    """The target fingerprint of what a writer without a store was trying to open."""
-    if target is not None:
-        text = os.fspath(target)
-        if "://" in text:
-            return url_target(text)
-        path = Path(text)
-        return sqlite_target(path / DB_NAME if path.is_dir() else path)
-    try:
-        server = resolve_url(None)
-    except HermesRepoError as exc:
-        log.warning("spool records name the home's SQLite file: %s", exc)
-        server = None
-    if server is not None:
-        return url_target(server.url)
-    return sqlite_target(db_path_for_home(home))
-
-
-def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    try:
-        return bool(a == b)
-    except Exception:  # a value whose == raises (e.g. an array) cannot prove sameness
-        return False
-
-
-def _repr_value(value: Any) -> dict[str, str]:
-    return {"__repr__": repr(value)}
-
-
-def _rejected_line(reason: str, message: Any, where: dict[str, str] | None = None) -> bytes:
-    """A refused message with its reason (and the store it was refused by: ``where``)
-    as one line: JSON where JSON can say it (lone surrogates escaped, big integers as
-    Python's JSON writes them), NaN, infinities and other values JSON cannot say as
-    ``{"__repr__": ...}``; the whole message's repr when even that fails."""
-    record: dict[str, Any] = {"_rejected": reason, **(where or {})}
-    try:
-        try:
-            text = _json_line({**record, "message": message})
-        except ValueError:  # NaN or an infinity: not JSON, so written as its repr
-            text = _json_line({**record, "message": _finite(message)})
-    except (TypeError, ValueError, RecursionError):
-        try:
-            shown = repr(message)
-        except RecursionError:  # nested deeper than repr can follow: its first levels
-            shown = _OUTLINE.repr(message)
-        text = dumps({**record, "message_repr": shown}, strict=True)
-    return text.encode("utf-8")
-
-
-# The repr of a message too deep for repr(): 50 levels, nothing else cut.
-_OUTLINE = reprlib.Repr()
-_OUTLINE.maxlevel = 50
-_OUTLINE.maxdict = _OUTLINE.maxlist = _OUTLINE.maxtuple = _OUTLINE.maxset = 10**9
-_OUTLINE.maxstring = _OUTLINE.maxother = _OUTLINE.maxlong = 10**9
-
-
-def _json_line(record: dict[str, Any]) -> str:
-    text = json.dumps(
-        record,
-        ensure_ascii=False,
-        separators=(",", ":"),
-        default=_repr_value,
-        allow_nan=False,
-    )
-    return escape_surrogates(text)
-
-
-def _finite(value: Any, depth: int = 0) -> Any:
-    """``value`` with each NaN or infinite float as ``{"__repr__": ...}`` (error path only)."""
-    if depth > 200:
-        raise RecursionError("too deeply nested")
-    if isinstance(value, float) and not math.isfinite(value):
-        return _repr_value(value)
-    if isinstance(value, dict):
-        return {k: _finite(v, depth + 1) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v, depth + 1) for v in value]
-    return value

@@ -203,7 +203,7 @@ def test_pending_recover_sets_unstorable_records_aside_and_recovers_every_file(
     (folder / "b.pending.jsonl").write_text(
         spool_line({"role": "user", "content": "other", "uid": "b1"}), encoding="ascii"
     )
-    result = cli("--home", home, "pending", "recover", "--json")
+    result = cli("--home", home, "pending", "replay", "--json")
     assert result.code == 0, result.stderr
     assert "Traceback" not in result.stderr
     report = json.loads(result.stdout)

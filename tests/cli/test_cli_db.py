@@ -229,6 +229,6 @@ def test_a_damaged_database_file_fails_with_one_error_line_and_no_backup(
     upgrade = cli("--home", home, "db", "upgrade")
 
     # The library also logs the quarantine; the CLI still prints only the error line.
-    assert_one_error_line(listing, "damaged", "sessions recover")
+    assert_one_error_line(listing, "damaged", "sessions salvage")
     assert_one_error_line(upgrade, "damaged")
     assert not list(home.glob("*.bak"))

@@ -23,7 +23,7 @@ def source(tmp_path: Path) -> Path:
 
 
 def _rows(home: Path) -> dict[str, list[tuple[object, ...]]]:
-    with StateStore.open(home, recover=False) as store:
+    with StateStore.open(home, replay=False) as store:
         return store_rows(store)
 
 

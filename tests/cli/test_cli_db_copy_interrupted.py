@@ -164,7 +164,7 @@ def test_a_killed_copy_into_sqlite_is_reported_and_the_printed_command_finishes_
     home = tmp_path / "target"
 
     def health_says_so() -> None:
-        with closing(StateStore.open(home, recover=False)) as store:
+        with closing(StateStore.open(home, replay=False)) as store:
             notes = store.health().notes
         assert any("has not finished" in n and "db copy" in n for n in notes), notes
         assert diagnose(home, checks=[check_copy]).findings[0].code == "copy-unfinished"
@@ -175,7 +175,7 @@ def test_a_killed_copy_into_sqlite_is_reported_and_the_printed_command_finishes_
         str(home),
         _sqlite_reader(home),
         ("--home", home),
-        lambda: StateStore.open(home, recover=False),
+        lambda: StateStore.open(home, replay=False),
         health_says_so,
     )
     assert diagnose(home, checks=[check_copy]).healthy

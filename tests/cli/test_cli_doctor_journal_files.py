@@ -1,7 +1,7 @@
 """doctor and repair name a symlink or folder planted at -wal/-shm/-journal, and its fix.
 
 Before: the doctor reported ``store-unreadable ... SQLITE_CANTOPEN`` and sent the
-operator to ``sessions recover --inspect-only`` (a salvage of an undamaged store);
+operator to ``sessions salvage --inspect-only`` (a salvage of an undamaged store);
 ``sessions repair`` and ``doctor --fix`` did the same.
 """
 
@@ -38,7 +38,7 @@ def test_doctor_names_a_planted_journal_file_and_says_move_it_away(
     [finding] = report.findings
     assert str(side) in finding.summary
     assert finding.fix.startswith("Move it away")
-    assert "recover" not in finding.fix
+    assert "salvage" not in finding.fix and "recover" not in finding.fix
 
 
 def test_repair_refuses_with_the_journal_file_named(home: Path, tmp_path: Path, cli: Cli) -> None:

@@ -39,4 +39,4 @@ def test_the_damaged_wal_advice_has_each_command_in_its_own_backticks(home: Path
         for cmd in commands:
             words = shlex.split(cmd)
             assert words[1:3] == ["--home", str(home)], cmd
-            assert words.count("recover") <= 1, cmd  # never two commands in one quote
+            assert words.count("salvage") <= 1, cmd  # never two commands in one quote

@@ -1,7 +1,7 @@
 """Every operator hint that names a command names the store with ``--home`` (quoted).
 
 Before: the quarantine line (printed by search/show), the ``snapshot restore``
-confirmation hint and the ``pending recover`` retry hint said ``hermes-repo ...``
+confirmation hint and the ``pending replay`` retry hint said ``hermes-repo ...``
 without ``--home``: an operator whose HERMES_HOME points at another store who follows
 them literally installs a salvage into, or restores a snapshot over, the wrong store.
 """
@@ -50,7 +50,7 @@ def test_pending_recover_retry_hint_names_the_home(home: Path, cli: Cli) -> None
     folder = home / "sessions"
     folder.mkdir(mode=0o700)
     (folder / "bad name.pending.jsonl").write_text('{"role": "user", "content": "x"}\n')
-    result = cli("--home", home, "pending", "recover")
+    result = cli("--home", home, "pending", "replay")
     assert result.code == 1
     [line] = result.error_lines
     _all_name(home, line)

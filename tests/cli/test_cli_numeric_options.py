@@ -43,7 +43,7 @@ def test_the_sweep_finds_the_numeric_options() -> None:
     # Guards the sweep itself: were the walk broken, every check below would pass empty.
     found = {(" ".join(path), p.opts[0]) for path, _cmd, p in NUMERIC}
     assert {("search", "--limit"), ("sessions list", "--limit")} <= found
-    assert ("pending recover", "--budget") in found
+    assert ("pending replay", "--budget") in found
 
 
 @pytest.mark.parametrize(

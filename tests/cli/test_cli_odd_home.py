@@ -41,7 +41,7 @@ def test_cli_works_with_an_oddly_named_home(tmp_path: Path, cli: Cli) -> None:
     # Salvage reads its private copy by file: URI, and builds the new store by path.
     recovered = tmp_path / "bots" / "rec?x#y%41"
     salvage = cli(
-        "sessions", "recover", "--source", home / "state.db", "--output", recovered / "new.db"
+        "sessions", "salvage", "--source", home / "state.db", "--output", recovered / "new.db"
     )
     assert salvage.code == 0, salvage.stdout + salvage.stderr
     assert (recovered / "new.db").read_bytes()[:16] == b"SQLite format 3\x00"

@@ -53,7 +53,7 @@ REFUSED = [
     (["snapshot", "list"], "pg_dump -Fc"),
     (["snapshot", "restore", "20260101T000000Z", "--yes"], "pg_restore -d NEW_DATABASE"),
     (["db", "replace", "{file}"], "pg_restore -d NEW_DATABASE"),
-    (["sessions", "recover", "--source", "{file}", "--inspect-only"], "server's own backups"),
+    (["sessions", "salvage", "--source", "{file}", "--inspect-only"], "server's own backups"),
 ]
 
 
@@ -174,7 +174,7 @@ def test_doctor_on_a_server_reports_pending_spool_files_with_the_url_command(
     (finding,) = json.loads(result.stdout)["findings"]
     # An older version's record names no store: a server replays it only when adopted.
     assert finding["code"] == "pending-of-unknown-store"
-    assert '--url "$HERMES_REPO_URL" pending recover --adopt legacy' in finding["fix"]
+    assert '--url "$HERMES_REPO_URL" pending replay --adopt legacy' in finding["fix"]
 
 
 def test_doctor_names_a_server_that_is_down_and_still_reports_the_spool(

@@ -36,7 +36,7 @@ NAMING = [
     ["sessions", "list", "--json"],
     ["search", "anything"],
     ["pending", "list"],
-    ["pending", "recover"],
+    ["pending", "replay"],
     ["sessions", "repair", "--check-only"],
     ["snapshot", "list"],  # refused on a server: the refusal names the store
 ]
@@ -44,7 +44,7 @@ NAMING = [
 FAILING = [
     ["db", "current", "--json"],
     ["doctor"],
-    ["-v", "pending", "recover", "--budget", "0.3"],
+    ["-v", "pending", "replay", "--budget", "0.3"],
 ]
 
 

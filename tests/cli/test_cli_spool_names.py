@@ -1,4 +1,4 @@
-"""`pending list` and `pending recover` with encoded spool names and the previous
+"""`pending list` and `pending replay` with encoded spool names and the previous
 version's names side by side."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def test_pending_list_and_recover_read_old_and_new_names(home: Path, cli: Cli) -
         ("pending", "chat", 1),
         ("salvage", "chat.pending", 1),
     ]
-    recovered = cli("--home", home, "pending", "recover", "--json")
+    recovered = cli("--home", home, "pending", "replay", "--json")
     assert recovered.code == 0, recovered.stderr
     assert sorted(r["content"] for r in stored(home, "Chat-1")) == ["new name", "old name"]
     assert [r["content"] for r in stored(home, "chat")] == ["plain"]

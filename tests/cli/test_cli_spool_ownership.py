@@ -33,7 +33,7 @@ def test_a_server_spool_survives_commands_without_url_and_pending_list_names_its
 ) -> None:
     monkeypatch.delenv("HERMES_REPO_URL", raising=False)
     os.remove(home / "state.db")  # a server host: its home holds no SQLite file
-    with StateStore.open(home, url=server_url, recover=False) as server:
+    with StateStore.open(home, url=server_url, replay=False) as server:
         owner = spool.SpoolOwner(server.store_id, server.store_identity.target)
         messages = [{"role": "user", "content": f"m {i}", "uid": f"u{i}"} for i in range(2)]
         path = spool.append_messages(home, "s", messages, owner=owner)
@@ -56,19 +56,19 @@ def test_a_server_spool_survives_commands_without_url_and_pending_list_names_its
     command = owner_row["replay_with"]
     url = make_url(server_url)
     assert command.startswith(f"hermes-repo --home {home} --url ")
-    assert command.endswith(" pending recover")
+    assert command.endswith(" pending replay")
     assert f"{url.host}:{url.port}/{url.database}" in command
     table = cli("--home", home, "pending", "list")
     assert table.code == 0 and server_id[:12] in table.stdout and "--url" in table.stdout
 
-    recover = cli("--home", home, "pending", "recover", "--json")
+    recover = cli("--home", home, "pending", "replay", "--json")
     assert recover.code == 0, recover.stderr
     report = json.loads(recover.stdout)
     assert report["inserted"] == 0 and report["foreign"] == 2
     assert path.read_bytes() == before
 
     # Following the listed command to the letter replays it where it belongs.
-    done = cli("--home", home, "--url", server_url, "pending", "recover", "--json")
+    done = cli("--home", home, "--url", server_url, "pending", "replay", "--json")
     assert done.code == 0, done.stderr
     assert json.loads(done.stdout)["inserted"] == 2
     assert not path.exists()
@@ -90,7 +90,7 @@ def test_a_line_nested_beyond_the_parser_is_a_bad_line_in_pending_list_and_docto
     assert (row["records"], row["bad_lines"]) == (1, 1)
     doctor = cli("--home", home, "doctor", "--json")
     assert "Traceback" not in doctor.stderr and "RecursionError" not in doctor.stderr
-    recover = cli("--home", home, "pending", "recover", "--json")
+    recover = cli("--home", home, "pending", "replay", "--json")
     assert recover.code == 0, recover.stderr
     assert (json.loads(recover.stdout)["inserted"], json.loads(recover.stdout)["kept"]) == (1, 1)
 
@@ -111,9 +111,9 @@ def test_pending_recover_advice_on_a_server_names_its_url_without_the_password(
     folder.mkdir(mode=0o700, exist_ok=True)
     (folder / "s.pending.jsonl").symlink_to(home / "elsewhere.jsonl")  # never followed
     url = make_url(server_url).set(password="s3cret-pw").render_as_string(hide_password=False)
-    result = cli("--home", home, "--url", url, "pending", "recover")
+    result = cli("--home", home, "--url", url, "pending", "replay")
     assert result.code == 1
     assert "s3cret-pw" not in result.stderr
     advice = result.stderr.replace("\n", " ")
-    assert "hermes-repo --url " in advice and "pending recover" in advice
+    assert "hermes-repo --url " in advice and "pending replay" in advice
     assert f"{make_url(server_url).host}:{make_url(server_url).port}" in advice

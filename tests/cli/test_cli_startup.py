@@ -156,7 +156,8 @@ def test_each_listed_summary_is_the_commands_own(group: LazyGroup, name: str) ->
 
 def test_the_lazy_tables_name_every_command() -> None:
     assert {name for _, name in _lazy_entries()} >= {
-        "db", "doctor", "import", "pending", "search", "sessions", "snapshot", "export", "recover"
+        "db", "doctor", "import", "pending", "search", "sessions", "snapshot", "export", "salvage",
+        "recover",
     }  # fmt: skip
 
 

@@ -98,5 +98,5 @@ def test_doctor_reports_a_file_that_is_not_a_database(home: Path, cli: Cli) -> N
     assert result.code == 1
     assert "NOT an SQLite database (NOTADB)" in result.stdout
     assert "[file-not-a-database]" in result.stdout
-    assert f"sessions recover --source {home / 'state.db'} --inspect-only" in result.stdout
+    assert f"sessions salvage --source {home / 'state.db'} --inspect-only" in result.stdout
     assert result.stdout.count("finding(s):") == 1 and "1 finding(s):" in result.stdout

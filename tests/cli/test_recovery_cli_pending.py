@@ -47,7 +47,7 @@ def test_pending_list_shows_each_file_and_json_for_scripts(home: Path, cli: Cli)
 
 def test_pending_recover_replays_and_reports(home: Path, cli: Cli) -> None:
     uids = spool_some(home, "alpha", 3)
-    result = cli("--home", home, "pending", "recover", "--json")
+    result = cli("--home", home, "pending", "replay", "--json")
     assert result.code == 0, result.stderr
     assert json.loads(result.stdout) == {
         "files": 1,
@@ -61,7 +61,7 @@ def test_pending_recover_replays_and_reports(home: Path, cli: Cli) -> None:
     }
     assert [r["uid"] for r in stored(home, "alpha")] == uids
     assert pending_files(home) == []
-    again = cli("--home", home, "pending", "recover")
+    again = cli("--home", home, "pending", "replay")
     assert again.code == 0 and "0 file(s)" in again.stdout
 
 
@@ -71,7 +71,7 @@ def test_pending_recover_fails_with_one_line_when_a_file_cannot_be_replayed(
     folder = home / "sessions"
     folder.mkdir(mode=0o700)
     (folder / "bad name.pending.jsonl").write_text('{"role": "user", "content": "x"}\n')
-    result = cli("--home", home, "pending", "recover")
+    result = cli("--home", home, "pending", "replay")
     assert result.code == 1
     assert len(result.error_lines) == 1 and result.error_lines[0].startswith("error: ")
     assert "not a valid session id" in result.error_lines[0]

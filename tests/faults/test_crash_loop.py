@@ -211,7 +211,7 @@ def test_crash_loop(home: Path) -> None:
         spooled |= fb - ok
         if it % 2 == 0:
             with StateStore.open(home) as store:  # recovery at open
-                report = store.last_recovery
+                report = store.last_replay
                 assert report is not None and not report.errors, report
             assert pending_files(home) == []
             stored_uids = check_store(home)
@@ -225,7 +225,7 @@ def test_crash_loop(home: Path) -> None:
             unaccounted = spooled - stored_uids.keys() - spooled_uids(home)
             assert not unaccounted, f"iteration {it}: spooled but gone {sorted(unaccounted)[:5]}"
     with StateStore.open(home) as store:
-        report = store.last_recovery
+        report = store.last_replay
         assert report is not None and not report.errors
     stored_uids = check_store(home)
     durable = committed | spooled

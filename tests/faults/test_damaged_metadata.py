@@ -73,7 +73,7 @@ def test_a_dropped_alembic_version_is_refused_with_the_salvage_and_never_snapsho
 
     report = diagnose(home)
     assert "schema-unversioned" in [f.code for f in report.findings]
-    with pytest.raises(HermesRepoError, match=r"no schema revision.*sessions recover"):
+    with pytest.raises(HermesRepoError, match=r"no schema revision.*sessions salvage"):
         StateStore.open(home)
 
     refused = run_cli_from_root("--home", home, "sessions", "repair")

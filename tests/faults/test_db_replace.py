@@ -75,7 +75,7 @@ def test_copying_over_state_db_by_hand_lets_the_old_wal_damage_the_new_file(
         pytest.skip("only a kept -wal is replayed into a new file (WAL mode)")
     db = quarantined_mid_write(home)
     out = tmp_path / "recovered" / "state.db"
-    assert run_cli_from_root("sessions", "recover", "--source", db, "--output", out).code == 0
+    assert run_cli_from_root("sessions", "salvage", "--source", db, "--output", out).code == 0
     shutil.copyfile(out, db)  # the -wal of the damaged file stays beside it
     con = MODULE.connect(str(db))
     try:

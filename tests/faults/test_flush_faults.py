@@ -34,10 +34,10 @@ BUDGET = 0.5
 
 def recover_and_check(home: Path, session_id: str, messages: list[Msg]) -> None:
     """Recovery restores every message exactly once, in the list's order."""
-    with StateStore.open(home, recover=False) as store:
-        report = store.recover_pending()
+    with StateStore.open(home, replay=False) as store:
+        report = store.replay_pending()
         assert not report.errors, report.errors
-        assert store.recover_pending().inserted == 0  # a second pass finds nothing
+        assert store.replay_pending().inserted == 0  # a second pass finds nothing
     assert [r["uid"] for r in stored(home, session_id)] == uids(messages)
     assert pending_files(home) == []
     check_store(home)
@@ -143,7 +143,7 @@ def test_recovery_at_open_does_not_wait_long_for_a_held_lock(home: Path) -> None
     holder.execute("BEGIN IMMEDIATE")
     try:
         store = StateStore.open(home)
-        report = store.last_recovery
+        report = store.last_replay
         store.close()
     finally:
         holder.execute("ROLLBACK")
@@ -248,7 +248,7 @@ def test_a_message_both_committed_and_spooled_is_recovered_once(store: StateStor
     store.transcript_writer("fa").flush(messages[:2])
     # A failure reported after the commit had in fact happened spools the same messages.
     TranscriptWriter(store.home, "fa").flush(messages)
-    report = store.recover_pending()
+    report = store.replay_pending()
     assert (report.inserted, report.duplicates) == (1, 2)
     assert [r["uid"] for r in stored(store.home, "fa")] == uids(messages)
     check_store(store.home)
@@ -280,7 +280,7 @@ def test_damaged_file_diverts_to_the_salvage_file_which_is_never_replayed(
         assert not any("one per transaction" in r.getMessage() for r in caplog.records)
         assert (home / "sessions" / "late.jsonl").exists()
         assert pending_files(home) == []
-        assert store.recover_pending().inserted == 0
+        assert store.replay_pending().inserted == 0
     finally:
         store.close()
     assert damage.file_digest(db) == before

@@ -189,7 +189,7 @@ def test_a_message_failing_in_the_fallback_too_spools_from_it_on_in_order(
     assert "too big" in result.error or "Error binding parameter" in result.error
     assert pending_files(store.home) == ["g.pending.jsonl"]
     # Recovery without the limit restores every message once, in the list's order.
-    report = store.recover_pending()
+    report = store.replay_pending()
     assert (report.inserted, report.duplicates, report.errors) == (3, 0, ())
     assert [r["uid"] for r in stored(store.home, "g")[1:]] == uids(messages)
     check_store(store.home)
@@ -243,7 +243,7 @@ def test_a_lock_outlasting_the_budget_spools_the_group_after_one_budget(
     assert not any(FALLBACK_LOG in r.getMessage() for r in caplog.records)
     assert result.error is not None and result.error.startswith("transient:")
     assert result.spooled_uids == tuple(uids(messages))
-    report = store.recover_pending()
+    report = store.replay_pending()
     assert (report.inserted, report.errors) == (6, ())
     assert [r["uid"] for r in stored(store.home, "busy")[1:]] == uids(messages)
     check_store(store.home)

@@ -498,7 +498,7 @@ def test_no_rebuild_runs_on_a_file_whose_canonical_tables_are_damaged(
         StateStore.open(seeded_home) as store,
     ):
         assert store.last_rebuild is None
-    assert "sessions recover" in caplog.text
+    assert "sessions salvage" in caplog.text
     assert _backups(seeded_home) == []
     assert not (seeded_home / "state.db.fts-rebuild.json").exists()
     with ro_connect(db) as con:

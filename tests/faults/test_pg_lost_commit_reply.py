@@ -174,7 +174,7 @@ def test_a_lost_reply_the_server_cannot_be_asked_about_is_spooled_and_stored_onc
         assert (result.written, result.spooled, result.unsaved) == (0, 2, 0)
         assert result.error is not None and "commit outcome unknown" in result.error
         proxy.refuse_new = False
-        report = store.recover_pending()
+        report = store.replay_pending()
         # The spool's records carry the uids the lost commit stored: none twice.
         assert (report.inserted, report.duplicates, report.errors) == (0, 2, ())
     assert rows.uids("s-unknown") == uids(messages)
@@ -189,7 +189,7 @@ def test_recover_pending_reports_its_inserts_as_inserted_after_a_lost_reply(
     alone = TranscriptWriter(store.home, "s-spool", None, target=proxy.url()).flush(spooled)
     assert alone.spooled == 3
     proxy.arm()
-    report = store.recover_pending()
+    report = store.replay_pending()
     assert proxy.cuts == 1
     assert (report.inserted, report.duplicates, report.kept) == (3, 0, 0)
     assert report.errors == ()

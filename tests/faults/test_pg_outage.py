@@ -3,7 +3,7 @@
 While the server is down a transcript flush spools every message it cannot commit into
 ``home`` (fsynced, 0600) and raises nothing; opening a store is refused with an error
 that names the server (never its password), while a writer without a store still
-spools. Once the server is back, ``recover_pending`` (or the replay of a fresh open)
+spools. Once the server is back, ``replay_pending`` (or the replay of a fresh open)
 inserts each spooled message exactly once, in the conversation's order, with the
 session's counters equal to its rows; a second recovery inserts nothing. A restart
 while the pool holds connections costs the next write nothing: the dead connections
@@ -110,7 +110,7 @@ def test_a_flush_while_the_server_is_down_spools_and_recovery_inserts_each_once(
         assert b"s3cret-pw" not in no_store.read_bytes()
 
         cluster_up.up()
-        report = store.recover_pending()
+        report = store.replay_pending()
         assert report.errors == () and not report.blocked
         assert report.inserted == 5 + 2 and report.kept == 0
         assert pending_files(home) == []
@@ -118,7 +118,7 @@ def test_a_flush_while_the_server_is_down_spools_and_recovery_inserts_each_once(
         assert rows.uids("s-no-store") == uids(lone)
         assert rows.counter_drift() == [] and rows.duplicated_uids() == []
 
-        again = store.recover_pending()
+        again = store.replay_pending()
         assert (again.files, again.inserted) == (0, 0)
         # The writer goes on: the messages the recovery stored count as durable (by
         # uid), and nothing of the spool is written twice.
@@ -142,13 +142,13 @@ def test_a_fresh_open_after_the_outage_replays_the_spool_exactly_once(
     cluster_up.up()
 
     with _open(home, url) as reopened:
-        assert reopened.last_recovery is not None
-        assert reopened.last_recovery.inserted == 4
+        assert reopened.last_replay is not None
+        assert reopened.last_replay.inserted == 4
         assert pending_files(home) == []
         assert rows.uids("s-reopen") == uids(messages)
         assert reopened.get_session("s-reopen").message_count == 5
     with _open(home, url) as third:  # a later open finds nothing left to replay
-        assert third.last_recovery is not None and third.last_recovery.inserted == 0
+        assert third.last_replay is not None and third.last_replay.inserted == 0
     _stored_once_in_order(rows, "s-reopen", messages)
 
 

@@ -31,7 +31,7 @@ def test_first_structural_error_quarantines_and_later_writes_never_reach_the_fil
     db = home / "state.db"
     inflict(db)  # type: ignore[operator]
     store = StateStore.open(home)
-    with pytest.raises(StateDbCorruptError, match="sessions recover") as first:
+    with pytest.raises(StateDbCorruptError, match="sessions salvage") as first:
         store.append_message("late", {"role": "user", "content": "after damage"})
     assert first.value.__cause__ is not None  # chained to SQLite's own error
     assert store.quarantined and store.health().quarantined

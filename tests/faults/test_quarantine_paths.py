@@ -144,7 +144,7 @@ def test_structural_damage_met_on_any_path_quarantines_and_nothing_reaches_the_f
         # Checked out before the damage is met: a connection the pool never has to open
         # again, so only the statement guard stands between it and the file.
         held = store.engine.connect()
-        with pytest.raises(StateDbCorruptError, match="sessions recover") as first:
+        with pytest.raises(StateDbCorruptError, match="sessions salvage") as first:
             PATHS[path](store)
         assert first.value.__cause__ is not None  # chained to SQLite's own error
         assert quarantine.is_quarantined(db) and store.quarantined
@@ -197,7 +197,7 @@ def test_damage_in_the_sessions_table_is_structural_and_quarantines(home: Path) 
 
     store = StateStore.open(home)
     try:
-        with pytest.raises(StateDbCorruptError, match="sessions recover"):
+        with pytest.raises(StateDbCorruptError, match="sessions salvage"):
             store.write(
                 lambda uow: uow.connection.execute(
                     text("UPDATE sessions SET title = 'x' WHERE id = 's0399'")

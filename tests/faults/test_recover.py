@@ -1,4 +1,4 @@
-"""``sessions recover``: salvage of real stores with real damage.
+"""``sessions salvage``: salvage of real stores with real damage.
 
 A store built by the migrations is filled once (3 sessions x 1000 messages: short and
 long text, rows larger than a page so their payload runs into overflow chains, CJK,
@@ -34,7 +34,7 @@ import pytest
 
 from hermes_repo import StateStore
 from hermes_repo.engine import select_driver
-from hermes_repo.salvage import RECOVERED_SOURCE, RecoveryError, inspect, salvage
+from hermes_repo.salvage import RECOVERED_SOURCE, SalvageError, inspect, salvage
 from hermes_repo.schema import migrate
 from tests.support import damage
 from tests.support.spooling import fts_integrity_errors
@@ -513,10 +513,10 @@ def test_inspect_notes_a_live_holder_of_the_source(source: Path) -> None:
 def test_recover_refuses_an_existing_output(source: Path, tmp_path: Path) -> None:
     output = tmp_path / "out.db"
     output.write_bytes(b"precious")
-    with pytest.raises(RecoveryError, match="already exists"):
+    with pytest.raises(SalvageError, match="already exists"):
         salvage(source, output)
     assert output.read_bytes() == b"precious"
-    with pytest.raises(RecoveryError, match="is the source"):
+    with pytest.raises(SalvageError, match="is the source"):
         salvage(source, source)
 
 
@@ -557,7 +557,7 @@ def test_cli_inspect_only_changes_nothing(filled: Filled, source: Path) -> None:
     damage.damage_first_leaf(source, "messages", module=MODULE)
     before = snapshot(source.parent)
 
-    proc = _cli("sessions", "recover", "--source", source, "--inspect-only", "--json")
+    proc = _cli("sessions", "salvage", "--source", source, "--inspect-only", "--json")
 
     assert proc.returncode == 0, proc.stderr
     assert snapshot(source.parent) == before
@@ -566,7 +566,7 @@ def test_cli_inspect_only_changes_nothing(filled: Filled, source: Path) -> None:
     assert report["tables"]["messages"]["known_missing"] > 0
     assert report["complete"] is False
 
-    human = _cli("sessions", "recover", "--source", source, "--inspect-only")
+    human = _cli("sessions", "salvage", "--source", source, "--inspect-only")
     assert human.returncode == 0, human.stderr
     assert "messages" in human.stdout and "nothing was written" in human.stdout
 
@@ -577,7 +577,7 @@ def test_cli_output_prints_counts_before_and_after(
     damage.write_notadb_header(source, module=MODULE)
     output = tmp_path / "new" / "state.db"
 
-    proc = _cli("sessions", "recover", "--source", source, "--output", output, "--json")
+    proc = _cli("sessions", "salvage", "--source", source, "--output", output, "--json")
 
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
@@ -586,20 +586,20 @@ def test_cli_output_prints_counts_before_and_after(
     assert result["integrity"] == "ok"
     check_recovered(filled, output)
 
-    again = _cli("sessions", "recover", "--source", source, "--output", output)
+    again = _cli("sessions", "salvage", "--source", source, "--output", output)
     assert again.returncode == 1
     assert again.stderr.startswith("error: ") and "already exists" in again.stderr
 
     other = tmp_path / "other" / "state.db"
-    human = _cli("sessions", "recover", "--source", source, "--output", other)
+    human = _cli("sessions", "salvage", "--source", source, "--output", other)
     assert human.returncode == 0, human.stderr
     assert "written" in human.stdout and "integrity_check: ok" in human.stdout
 
 
 def test_cli_needs_exactly_one_mode(source: Path, tmp_path: Path) -> None:
-    neither = _cli("sessions", "recover", "--source", source)
+    neither = _cli("sessions", "salvage", "--source", source)
     both = _cli(
-        "sessions", "recover", "--source", source, "--inspect-only", "--output", tmp_path / "x.db"
+        "sessions", "salvage", "--source", source, "--inspect-only", "--output", tmp_path / "x.db"
     )
     assert neither.returncode == 2 and both.returncode == 2
     assert "exactly one" in neither.stderr

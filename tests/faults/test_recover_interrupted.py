@@ -1,4 +1,4 @@
-"""An interrupted ``sessions recover --output`` leaves nothing that passes for a store.
+"""An interrupted ``sessions salvage --output`` leaves nothing that passes for a store.
 
 A real console-script process salvages a store large enough that the run lasts well
 after its partial output appears; the test waits for that file and then sends the
@@ -23,7 +23,7 @@ import pytest
 
 from hermes_repo import StateStore
 from hermes_repo.engine import select_driver
-from hermes_repo.salvage import RecoveryError, salvage
+from hermes_repo.salvage import SalvageError, salvage
 from tests.cli.conftest import SCRIPT
 from tests.support import damage
 
@@ -64,7 +64,7 @@ def _start(source: Path, output: Path) -> subprocess.Popen[str]:
     env = {**os.environ}
     env.pop("PYTHONPATH", None)
     return subprocess.Popen(
-        [str(SCRIPT), "sessions", "recover", "--source", str(source), "--output", str(output)],
+        [str(SCRIPT), "sessions", "salvage", "--source", str(source), "--output", str(output)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -165,7 +165,7 @@ def test_the_output_is_never_written_over_an_existing_database_or_the_source(
     shutil.copyfile(source, other)
     before = damage.file_digest(other)
     for target in (other, source, Path(f"{source}-wal"), Path(f"{source}-journal")):
-        with pytest.raises(RecoveryError, match=r"already exists|is the source|own files"):
+        with pytest.raises(SalvageError, match=r"already exists|is the source|own files"):
             salvage(source, target)
     assert damage.file_digest(other) == before
     assert not Path(f"{source}-wal").exists() and not Path(f"{source}-journal").exists()

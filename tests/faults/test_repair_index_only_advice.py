@@ -1,5 +1,5 @@
 """A repair that fails on a problem confined to the search index sends the operator to
-free space and repair again, never to ``sessions recover`` (the salvage of a damaged
+free space and repair again, never to ``sessions salvage`` (the salvage of a damaged
 file, the wrong tool when the canonical tables are sound)."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def test_a_full_disk_during_the_index_rebuild_points_at_space_and_repair(
     assert not report.ok and report.damage == "index"
     assert report.backup is not None  # the backup was taken before the rebuild failed
     steps = " ".join(report.next_steps)
-    assert "sessions recover" not in steps
+    assert "sessions salvage" not in steps
     assert f"free space beside {db}" in steps
     assert f"hermes-repo --home {seeded_home} sessions repair" in steps
     assert read_state(db).detached  # the index stays detached; the rows are untouched

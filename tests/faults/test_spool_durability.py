@@ -75,7 +75,7 @@ def test_recovery_waits_for_a_writer_mid_append_and_replays_its_whole_records(
         line = spool.encode_record(spool.wrap(messages[2], 1.0, "s", None, _owner(store)))
         with open(path, "ab") as f:
             f.write(line[: len(line) // 2])
-        recovery = threading.Thread(target=lambda: done.append(store.recover_pending()))
+        recovery = threading.Thread(target=lambda: done.append(store.replay_pending()))
         recovery.start()
         # Event-driven: the recovery shows up in the kernel's queue for the lock (or,
         # if it did not take the lock, finishes on the torn file).

@@ -76,7 +76,7 @@ FORK = multiprocessing.get_context("fork")
 def recover_and_check(home: Path, session_id: str, messages: list[Msg]) -> None:
     """Recovery leaves every message stored exactly once, in order, and no spool."""
     with StateStore.open(home) as store:
-        report = store.last_recovery
+        report = store.last_replay
         assert report is not None and not report.errors, report
     assert [r["uid"] for r in stored(home, session_id)] == uids(messages)
     assert pending_files(home) == []
@@ -425,7 +425,7 @@ def test_a_file_size_limit_gives_ioerr_write_and_the_flush_spools(home: Path) ->
     # reports the primary code, 10).
     assert codes == {"CODE 778"}, codes
     with StateStore.open(home) as store:  # recovery at open, the limit gone
-        report_ = store.last_recovery
+        report_ = store.last_replay
         assert report_ is not None and not report_.errors
     rows = [r["uid"] for r in stored(home, "fsize")]
     assert len(rows) == n and set(rows) == set(ok) | set(fb)  # each exactly once
@@ -453,7 +453,7 @@ def test_damaged_messages_root_quarantines_and_is_not_taken_for_index_damage(
 
     store = StateStore.open(home)
     try:
-        with pytest.raises(StateDbCorruptError, match="sessions recover") as info:
+        with pytest.raises(StateDbCorruptError, match="sessions salvage") as info:
             store.append_message("root", {"role": "user", "content": "after the damage"})
         cause = info.value.__cause__
         assert cause is not None and "malformed" in str(cause)

@@ -42,7 +42,7 @@ WRITER = textwrap.dedent(
     """
     import json, os, sys
     from hermes_repo import StateStore
-    store = StateStore.open(sys.argv[1], recover=False)
+    store = StateStore.open(sys.argv[1], replay=False)
     writer = store.transcript_writer(sys.argv[2])
     print(json.dumps({"pid": os.getpid()}), flush=True)
     for line in sys.stdin:
@@ -158,7 +158,7 @@ def test_a_removed_wal_is_noticed_the_flush_spools_and_a_kill_loses_nothing_ackn
     rows = stored(home, SID)
     assert set(acked) <= {r["uid"] for r in rows}, "an acknowledged write was lost"
     with StateStore.open(home) as store:  # replays the spool, each message once
-        assert store.last_recovery is not None and not store.last_recovery.errors
+        assert store.last_replay is not None and not store.last_replay.errors
     final = [r["uid"] for r in stored(home, SID)]
     assert len(final) == len(set(final))
     assert set(final) == set(acked) | set(refused["spooled"]) | set(later["spooled"])
@@ -182,7 +182,7 @@ def test_a_renamed_state_db_refuses_writes_and_its_wal_is_set_aside_not_discarde
     wal_left = (home / "state.db-wal").exists() and (home / "state.db-wal").stat().st_size > 0
     assert wal_left == WAL  # the committed writes of WAL mode sit in the -wal at the path
 
-    with StateStore.open(home, recover=False) as store:
+    with StateStore.open(home, replay=False) as store:
         assert store.health().counts["messages"] == 0  # a new store at the path
         saved = orphaned_sets(home / "state.db")
         if WAL:
@@ -204,7 +204,7 @@ def test_a_renamed_state_db_refuses_writes_and_its_wal_is_set_aside_not_discarde
 
 @needs_wal
 def test_the_doctor_sets_an_orphaned_wal_aside_while_its_writer_still_runs(home: Path) -> None:
-    with StateStore.open(home, recover=False) as store:  # the agent, still running
+    with StateStore.open(home, replay=False) as store:  # the agent, still running
         flushed = store.transcript_writer(SID).flush(convo(6))
         assert flushed.written == 6
         os.rename(home / "state.db", home / "moved-away.db")
@@ -212,7 +212,7 @@ def test_the_doctor_sets_an_orphaned_wal_aside_while_its_writer_still_runs(home:
 
         report = diagnose(home)
         [finding] = [f for f in report.findings if f.code == "wal-orphaned"]
-        assert "sessions recover --source" in finding.fix and "db replace" in finding.fix
+        assert "sessions salvage --source" in finding.fix and "db replace" in finding.fix
         [saved] = orphaned_sets(home / "state.db")
         assert saved.stat().st_size > 0 and not (home / "state.db-wal").exists()
         with pytest.raises(StoreFileReplacedError, match="replaced by another file"):
@@ -230,7 +230,7 @@ def test_a_replaced_state_db_is_noticed_before_a_new_connection_opens_it(
     home: Path, tmp_path: Path
 ) -> None:
     other = copy_store(home, tmp_path / "other") / "state.db"
-    with StateStore.open(home, recover=False) as store:
+    with StateStore.open(home, replay=False) as store:
         store.write(lambda uow: uow.sessions.ensure("s", source="cli"))
         store.engine.dispose()  # the next write needs a new connection
         os.replace(other, home / "state.db")
@@ -239,7 +239,7 @@ def test_a_replaced_state_db_is_noticed_before_a_new_connection_opens_it(
         with pytest.raises(StoreFileReplacedError):  # fails fast from now on
             store.append_message("s", {"role": "user", "content": "refused"})
         assert any("replaced" in n for n in store.health().notes)
-    with StateStore.open(home, recover=False) as fresh:  # the file now at the path
+    with StateStore.open(home, replay=False) as fresh:  # the file now at the path
         fresh.write(lambda uow: uow.sessions.ensure("s", source="cli"))
 
 
@@ -249,16 +249,16 @@ def test_db_replace_after_a_quarantine_opens_the_new_file_in_the_same_process(
     recovered = copy_store(home, tmp_path / "recovered") / "state.db"
     db = fill_early_and_late(home, per_session=200)
     damage.damage_first_leaf(db, "messages", module=select_driver().module)
-    with StateStore.open(home, recover=False) as store:
+    with StateStore.open(home, replay=False) as store:
         with pytest.raises(StateDbCorruptError), store.unit_of_work() as uow:
             uow.connection.exec_driver_sql("UPDATE messages SET token_count = 1 WHERE id = 1")
         assert store.quarantined
     with pytest.raises(StateDbCorruptError, match="quarantined"):
-        StateStore.open(home, recover=False)
+        StateStore.open(home, replay=False)
 
     result = replace_store(home, recovered)
     [old] = [Path(p) for p in result.aside if not p.endswith(("-wal", "-shm", "-journal"))]
-    with StateStore.open(home, recover=False) as store:  # the same process, the new file
+    with StateStore.open(home, replay=False) as store:  # the same process, the new file
         store.write(lambda uow: uow.sessions.ensure("after", source="cli"))
         assert not store.quarantined and not store.health().quarantined
     assert quarantine.is_quarantined(old), "the old file, moved aside, stays quarantined"
@@ -267,7 +267,7 @@ def test_db_replace_after_a_quarantine_opens_the_new_file_in_the_same_process(
 
 def test_quarantine_follows_the_file_not_its_path(home: Path, tmp_path: Path) -> None:
     db = home / "state.db"
-    with StateStore.open(home, recover=False) as store:
+    with StateStore.open(home, replay=False) as store:
         quarantine.enter(db, "a test's verdict", store.database.guard.key)
     moved = tmp_path / "elsewhere.db"
     os.rename(db, moved)
@@ -280,7 +280,7 @@ def test_quarantine_follows_the_file_not_its_path(home: Path, tmp_path: Path) ->
 
 @needs_wal
 def test_a_new_connection_is_refused_while_the_wal_of_the_open_ones_is_gone(home: Path) -> None:
-    with StateStore.open(home, recover=False) as store:
+    with StateStore.open(home, replay=False) as store:
         store.write(lambda uow: uow.sessions.ensure("s", source="cli"))
         with store.engine.connect():  # an open connection keeps its -wal: not SQLite's to delete
             (home / "state.db-wal").unlink()
@@ -294,7 +294,7 @@ def test_a_new_connection_is_refused_while_the_wal_of_the_open_ones_is_gone(home
 
 @needs_wal
 def test_a_quiet_folder_stands_for_both_files_until_a_name_in_it_changes(home: Path) -> None:
-    with StateStore.open(home, recover=False) as store:
+    with StateStore.open(home, replay=False) as store:
         store.write(lambda uow: uow.sessions.ensure("s", source="cli"))
         store.append_message("s", {"role": "user", "content": "one"})
         hour_ago = os.stat(home).st_mtime - 3600

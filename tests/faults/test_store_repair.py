@@ -11,7 +11,7 @@ separate read-only connection:
   counts not lower);
 * an index that is damaged, or lost its triggers, without a stale marker is rebuilt too;
 * a file whose canonical tables are damaged is never repaired in place: the command
-  fails naming ``sessions recover``, the live file keeps its bytes, the backup is kept;
+  fails naming ``sessions salvage``, the live file keeps its bytes, the backup is kept;
 * across every scenario the canonical counts never go down.
 """
 
@@ -298,8 +298,8 @@ def test_damaged_canonical_table_is_not_repaired_in_place(seeded_home: Path) -> 
     assert result.code == 1, result.stdout
     [line] = result.error_lines
     assert line.startswith("error: ") and "not repaired in place" in line
-    assert f"hermes-repo sessions recover --source {db} --inspect-only" in line
-    assert f"hermes-repo sessions recover --source {db} --output" in line
+    assert f"hermes-repo sessions salvage --source {db} --inspect-only" in line
+    assert f"hermes-repo sessions salvage --source {db} --output" in line
     assert store_digests(seeded_home) == before  # the live file keeps its bytes
     [backup] = seeded_home.glob(f"state.db.{BACKUP_LABEL}-*.bak")  # and the backup is kept
     assert str(backup) in line

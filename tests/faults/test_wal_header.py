@@ -3,7 +3,7 @@
 SQLite reads such a log as empty and the next read-write open deletes it: the committed
 messages in it are gone without a word. The store saves the log (with the database) as
 one set before any open, says so (doctor, health, a CRITICAL log line with the next
-command), and ``sessions recover`` reads the frames without their header.
+command), and ``sessions salvage`` reads the frames without their header.
 
 The committed frames are real: a writer process appends and ends with ``os._exit``
 (no close, so no checkpoint), as a crashed agent does.
@@ -60,7 +60,7 @@ def test_doctor_reports_a_damaged_wal_header_and_saves_the_log(home: Path) -> No
 
     assert not report.healthy
     [finding] = [f for f in report.findings if f.code == "wal-header-damaged"]
-    assert "sessions recover --source" in finding.fix and "db replace" in finding.fix
+    assert "sessions salvage --source" in finding.fix and "db replace" in finding.fix
     [saved] = saved_sets(db)
     assert damage.file_digest(saved) == digest
     assert stat.S_IMODE(saved.stat().st_mode) == 0o600
@@ -82,7 +82,7 @@ def test_open_saves_the_log_before_sqlite_discards_it_and_says_so(
         store = StateStore.open(home)
     try:
         [line] = [r.getMessage() for r in caplog.records if r.levelno == logging.CRITICAL]
-        assert "damaged header" in line and "sessions recover --source" in line
+        assert "damaged header" in line and "sessions salvage --source" in line
         assert any("damaged header" in note for note in store.health().notes)
         with store.unit_of_work() as uow:
             assert not uow.sessions.exists("walonly")  # SQLite discarded the frames
@@ -131,7 +131,7 @@ def test_db_commands_save_the_log_before_their_own_open(home: Path) -> None:
     result = run_cli("--home", home, "db", "current", cwd=Path(os.sep))
 
     assert result.code == 0, result.stderr
-    assert "damaged header" in result.stderr and "sessions recover --source" in result.stderr
+    assert "damaged header" in result.stderr and "sessions salvage --source" in result.stderr
     [saved] = saved_sets(db)
     assert damage.file_digest(saved) == digest
 

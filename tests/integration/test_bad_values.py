@@ -262,8 +262,8 @@ def test_recovery_stores_surrogates_and_moves_unstorable_records_aside(home: Pat
         ],
     )
     write_spool(home, "r2", [wrapped({"role": "user", "content": "other file", "uid": "e"})])
-    with StateStore.open(home, recover=False) as store:
-        report = store.recover_pending()
+    with StateStore.open(home, replay=False) as store:
+        report = store.replay_pending()
         assert (report.files, report.inserted, report.kept, report.errors) == (2, 3, 2, ())
         assert [m["content"] for m in store.load_conversation("r1").messages] == [
             "a \ud83d",
@@ -289,11 +289,11 @@ def test_a_record_without_uid_or_any_timestamp_is_stored_once_however_often_reco
         wrapped({"role": "assistant", "content": "wrapped, no time"}, at=None),
     ]
     write_spool(home, "once", lines)
-    with StateStore.open(home, recover=False) as store:
-        assert store.recover_pending().inserted == 3
+    with StateStore.open(home, replay=False) as store:
+        assert store.replay_pending().inserted == 3
         # A crash after the commit and before the delete: the same file again.
         write_spool(home, "once", lines)
-        second = store.recover_pending()
+        second = store.replay_pending()
         assert (second.inserted, second.duplicates) == (0, 3)
         contents = [m["content"] for m in store.load_conversation("once").messages]
     assert contents == ["no uid, no time", "no uid, no time", "wrapped, no time"]

@@ -204,7 +204,7 @@ def test_a_target_with_messages_beyond_the_sources_is_refused(
 
 def test_a_store_cannot_be_copied_into_itself(source: StateStore) -> None:
     with (
-        StateStore.open(source.home, recover=False) as same,
+        StateStore.open(source.home, replay=False) as same,
         pytest.raises(ConfigurationError, match="source store itself"),
     ):
         copy_store(source, same)

@@ -63,7 +63,7 @@ def test_not_a_database_header_is_one_finding_with_the_salvage_commands(
     header = _section(report, "header", HeaderFacts)
     assert not header.ok and header.magic.startswith("NOT A DATABASE")
     fix = report.findings[0].fix
-    assert f"hermes-repo sessions recover --source {db} --inspect-only" in fix
+    assert f"hermes-repo sessions salvage --source {db} --inspect-only" in fix
     # One salvage folder per incident, named by the damaged file's time.
     assert re.search(
         rf"--output {re.escape(str(seeded_home))}/recovered-\d{{8}}T\d{{6}}\.\d{{6}}Z/state\.db",
@@ -114,7 +114,7 @@ def test_pending_rejected_and_salvage_spool_files_are_counted_with_their_command
 ) -> None:
     msgs = [{"role": "user", "content": f"spooled {i}"} for i in range(3)]
     spool.append_messages(seeded_home, "s-pending", msgs)
-    spool.append_messages(seeded_home, "s-salvage", msgs[:2], suffix=spool.SALVAGE_SUFFIX)
+    spool.append_messages(seeded_home, "s-salvage", msgs[:2], suffix=spool.HOLD_SUFFIX)
     rejected = spool.pending_name("s-rejected", spool.REJECTED_SUFFIX)
     spool.append_lines(seeded_home, rejected, [b'{"torn": '])
 
@@ -127,7 +127,7 @@ def test_pending_rejected_and_salvage_spool_files_are_counted_with_their_command
     by_code = {f.code: f for f in report.findings}
     assert set(by_code) == {"pending-transcripts", "salvage-transcripts", "rejected-spool-lines"}
     assert by_code["salvage-transcripts"].severity == "error"  # in no database at all
-    recover = f"hermes-repo --home {seeded_home} pending recover"
+    recover = f"hermes-repo --home {seeded_home} pending replay"
     assert recover in by_code["pending-transcripts"].fix
     assert recover in by_code["salvage-transcripts"].fix
     assert "s-salvage.jsonl" in by_code["salvage-transcripts"].summary
@@ -139,7 +139,7 @@ def test_a_holder_is_a_fact_and_a_finding_only_when_it_blocks_a_fix(
     with held_by_another_process(seeded_home, tmp_path / "signals") as holder:
         healthy = diagnose(seeded_home)
         salvage = [{"role": "user", "content": "written while the file was damaged"}]
-        spool.append_messages(seeded_home, "s-salvage", salvage, suffix=spool.SALVAGE_SUFFIX)
+        spool.append_messages(seeded_home, "s-salvage", salvage, suffix=spool.HOLD_SUFFIX)
         blocked = diagnose(seeded_home)
 
     assert healthy.healthy  # a running gateway is normal

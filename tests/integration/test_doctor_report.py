@@ -229,7 +229,7 @@ def test_a_check_that_cannot_read_becomes_a_finding_not_a_crash(seeded_home: Pat
     (finding,) = report.findings
     assert finding.code == "header-unreadable"
     assert "no such table" in finding.summary
-    assert "sessions recover" in finding.fix
+    assert "sessions salvage" in finding.fix
     assert set(report.sections) == {"store"}
     assert issubclass(DoctorReadError, Exception)
 

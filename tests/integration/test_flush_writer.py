@@ -133,14 +133,14 @@ def test_without_a_store_everything_is_spooled_and_recovered_once(home: Path) ->
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
 
     with StateStore.open(home) as store:  # recovery runs at open
-        report = store.last_recovery
+        report = store.last_replay
         assert report is not None
         assert (report.files, report.inserted, report.duplicates, report.kept) == (1, 4, 0, 0)
         rows = stored(home, "offline")
         assert [r["uid"] for r in rows] == [m["uid"] for m in messages]
         assert [r["timestamp"] for r in rows] == [m["timestamp"] for m in messages]
         assert not path.exists()
-        assert store.recover_pending().inserted == 0
+        assert store.replay_pending().inserted == 0
     check_store(home)
 
 
@@ -153,7 +153,7 @@ def test_hostile_session_ids_are_refused(home: Path, store: StateStore, bad: str
     with pytest.raises(IntegrityViolation):
         store.transcript_writer(bad)
     with pytest.raises(IntegrityViolation):
-        store.recover_pending(bad)
+        store.replay_pending(bad)
     assert sorted(os.listdir(home.parent)) == ["home"]  # nothing created beside the store
 
 
@@ -178,7 +178,7 @@ def test_a_symlinked_spool_file_is_refused_and_its_target_untouched(
     result = TranscriptWriter(home, "s1").flush(convo(1))
     assert result.unsaved == 1 and result.error is not None and "symlink" in result.error
     with StateStore.open(home) as store:
-        report = store.recover_pending()
+        report = store.replay_pending()
         assert report.inserted == 0 and report.errors and "symlink" in report.errors[0]
     assert target.read_text() == "precious\n"
 
@@ -200,7 +200,7 @@ def test_a_torn_tail_left_by_a_crash_never_fuses_with_new_records(home: Path) ->
     messages = convo(2)
     TranscriptWriter(home, "s1").flush(messages)
     with StateStore.open(home) as store:
-        report = store.last_recovery
+        report = store.last_replay
         assert report is not None and (report.inserted, report.kept) == (2, 1)
     assert [r["uid"] for r in stored(home, "s1")] == [m["uid"] for m in messages]
 

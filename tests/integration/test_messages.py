@@ -127,7 +127,7 @@ def test_counters_follow_appends_and_tool_calls(store: StateStore) -> None:
     with store.unit_of_work() as uow:
         row = uow.sessions.require(sid)
         assert (row.message_count, row.tool_call_count) == (3, 2)
-        actual = uow.session.execute(
+        actual = uow.orm.execute(
             text("SELECT count(*) FROM messages WHERE session_id = :s AND active = 1"), {"s": sid}
         ).scalar_one()
     assert actual == 3

@@ -1,4 +1,4 @@
-"""store.recover_pending: dedup by uid and by overlap, torn lines, idempotence (also
+"""store.replay_pending: dedup by uid and by overlap, torn lines, idempotence (also
 as properties), two processes at once, and the operator's view in health()."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hermes_repo import RecoveryReport, StateStore
+from hermes_repo import ReplayReport, StateStore
 from hermes_repo.transcript import spool
 from hermes_repo.transcript.replay import ADOPT_LEGACY
 from tests.support.processes import reaped
@@ -48,11 +48,11 @@ def wrapped(m: Msg, at: float = 1.0) -> Msg:
     return {"_fallback_timestamp": at, "message": m}
 
 
-def recover(store: StateStore, session_id: str | None = None) -> RecoveryReport:
-    """``store.recover_pending``, adopting records that name no store: these tests write
+def recover(store: StateStore, session_id: str | None = None) -> ReplayReport:
+    """``store.replay_pending``, adopting records that name no store: these tests write
     spool files by hand as an older version did, which a server replays only when told
     to (a SQLite store that existed before the file takes them anyway)."""
-    return store.recover_pending(session_id, adopt=[ADOPT_LEGACY])
+    return store.replay_pending(session_id, adopt=[ADOPT_LEGACY])
 
 
 def store_messages(store: StateStore, sid: str, messages: list[Msg]) -> None:
@@ -70,7 +70,7 @@ def test_records_with_uid_are_inserted_once_in_file_order(store: StateStore) -> 
     store_messages(store, "s", [msg(0), msg(1)])
     write_spool(store.home, "s", [wrapped(msg(1)), msg(2), wrapped(msg(3)), wrapped(msg(2))])
     report = recover(store)
-    assert report == RecoveryReport(files=1, inserted=2, duplicates=2, kept=0)
+    assert report == ReplayReport(files=1, inserted=2, duplicates=2, kept=0)
     assert stored_contents(store.home, "s") == [f"message {i}" for i in range(4)]
     assert pending_files(store.home) == []
     check_store(store.home)
@@ -167,8 +167,8 @@ def test_files_with_invalid_session_names_are_never_replayed(store: StateStore) 
 
 def test_open_without_recover_leaves_the_files(home: Path) -> None:
     write_spool(home, "s", [wrapped(msg(0))])
-    with StateStore.open(home, recover=False) as store:
-        assert store.last_recovery is None
+    with StateStore.open(home, replay=False) as store:
+        assert store.last_replay is None
         assert pending_files(home) == ["s.pending.jsonl"]
         assert recover(store, "s").inserted == 1
 
@@ -281,8 +281,8 @@ RECOVER = textwrap.dedent(
     """
     import json, sys
     from hermes_repo import StateStore
-    with StateStore.open(sys.argv[1], recover=False) as store:
-        r = store.recover_pending()
+    with StateStore.open(sys.argv[1], replay=False) as store:
+        r = store.replay_pending()
     print(json.dumps([r.files, r.inserted, r.duplicates, r.kept, list(r.errors)]))
     """
 )

@@ -452,9 +452,7 @@ def test_a_write_that_would_not_match_the_plan_rolls_back_whole(
     # the stale read: the guarded UPDATE then changes fewer rows than planned.
     snap = store.read(lambda conn: reconcile._Snapshot.read(conn, sid, False))
     with store.unit_of_work() as uow:
-        uow.session.execute(
-            text("UPDATE messages SET active = 0 WHERE id = :id"), {"id": snap.ids[9]}
-        )
+        uow.orm.execute(text("UPDATE messages SET active = 0 WHERE id = :id"), {"id": snap.ids[9]})
         uow.commit()
     monkeypatch.setattr(reconcile._Snapshot, "read", classmethod(lambda cls, *a: snap))
     before = rows_of(store, sid)

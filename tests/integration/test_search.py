@@ -93,7 +93,7 @@ def test_filters_by_session_and_role(store: StateStore, corpus: dict) -> None:
 
 def test_inactive_rows_are_excluded_unless_asked(store: StateStore, corpus: dict) -> None:
     with store.unit_of_work() as uow:
-        uow.session.execute(text("UPDATE messages SET active = 0 WHERE session_id = 'sess-b'"))
+        uow.orm.execute(text("UPDATE messages SET active = 0 WHERE session_id = 'sess-b'"))
         uow.commit()
     assert _ids(store.search("zebracorn", session_id="sess-b")) == []
     assert _ids(store.search("zebracorn", session_id="sess-b", include_inactive=True)) == [

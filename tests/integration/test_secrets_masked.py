@@ -136,7 +136,7 @@ def test_a_copy_to_a_server_names_both_ends_without_the_password(
             uow.commit()
         source.append_message(sid, {"role": "user", "content": "x"})
         target = parse_copy_target(role.forms()["everywhere"])
-        with StateStore.open(tmp_path / "home", url=target.url, recover=False) as dst:
+        with StateStore.open(tmp_path / "home", url=target.url, replay=False) as dst:
             report = copy_store(source, dst)
             seen = [target.display, repr(target), describe_endpoint(dst), repr(dst.engine)]
     seen += [json.dumps(report.as_dict()), repr(report)]

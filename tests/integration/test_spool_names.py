@@ -20,7 +20,7 @@ from hermes_repo import StateStore
 from hermes_repo.transcript import spool
 from tests.support.spooling import stored
 
-SUFFIXES = (spool.PENDING_SUFFIX, spool.REJECTED_SUFFIX, spool.SALVAGE_SUFFIX)
+SUFFIXES = (spool.PENDING_SUFFIX, spool.REJECTED_SUFFIX, spool.HOLD_SUFFIX)
 
 session_ids = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}", fullmatch=True).filter(
     lambda s: ".." not in s
@@ -48,12 +48,12 @@ def test_names_are_injective_and_case_fold_safe(a: str, b: str, sa: str, sb: str
 def test_names_of_common_ids_stay_as_they_are() -> None:
     for sid in ("20260301_101500_ab12cd34ef56", "telegram:12345", "cli-1", "a_b"):
         assert spool.pending_name(sid) == sid + ".pending.jsonl"
-        assert spool.pending_name(sid, spool.SALVAGE_SUFFIX) == sid + ".jsonl"
+        assert spool.pending_name(sid, spool.HOLD_SUFFIX) == sid + ".jsonl"
 
 
 def test_case_and_dots_are_encoded_in_names() -> None:
     assert spool.pending_name("Chat-1") == "chat-1=1.pending.jsonl"
-    assert spool.pending_name("chat.pending", spool.SALVAGE_SUFFIX) == "chat+pending.jsonl"
+    assert spool.pending_name("chat.pending", spool.HOLD_SUFFIX) == "chat+pending.jsonl"
     assert re.fullmatch(r"[a-z0-9_:+=-]+", spool.encode_session_id("Chat.V2"))
 
 
@@ -61,15 +61,15 @@ def test_salvage_of_a_dotted_session_is_never_replayed_into_another(home: Path) 
     # Session "chat.pending" salvages while the file is damaged; session "chat" has a
     # retry queue of its own. Before, both were "chat.pending.jsonl".
     spool.append_messages(
-        home, "chat.pending", [_message("salvaged", "s-1")], suffix=spool.SALVAGE_SUFFIX
+        home, "chat.pending", [_message("salvaged", "s-1")], suffix=spool.HOLD_SUFFIX
     )
     spool.append_messages(home, "chat", [_message("queued", "q-1")])
     with StateStore.open(home) as store:
-        assert store.last_recovery is not None
-        assert store.last_recovery.inserted == 1
+        assert store.last_replay is not None
+        assert store.last_replay.inserted == 1
     assert [r["content"] for r in stored(home, "chat")] == ["queued"]
     assert stored(home, "chat.pending") == []
-    salvage = spool.list_pending(home, suffix=spool.SALVAGE_SUFFIX)
+    salvage = spool.list_pending(home, suffix=spool.HOLD_SUFFIX)
     assert [(f.session_id, f.records) for f in salvage] == [("chat.pending", 1)]
 
 
@@ -107,7 +107,7 @@ def test_record_of_another_session_is_kept_not_replayed(home: Path) -> None:
     listed = spool.list_pending(home)
     assert [(f.session_id, f.records, f.bad_lines) for f in listed] == [("chat", 1, 1)]
     with StateStore.open(home) as store:
-        report = store.last_recovery
+        report = store.last_replay
     assert report is not None and (report.inserted, report.kept) == (1, 1)
     assert [r["content"] for r in stored(home, "chat")] == ["y"]
     assert stored(home, "other") == []
@@ -135,15 +135,15 @@ def test_files_spooled_under_the_previous_names_are_listed_and_replayed(home: Pa
     assert pending == {"Chat-1": 1, "chat.v2": 1, "x.pending": 1}
     rejected = spool.list_pending(home, suffix=spool.REJECTED_SUFFIX)
     assert [(f.session_id, f.bad_lines) for f in rejected] == [("Chat-1", 1)]
-    salvage = spool.list_pending(home, suffix=spool.SALVAGE_SUFFIX)
+    salvage = spool.list_pending(home, suffix=spool.HOLD_SUFFIX)
     assert [(f.session_id, f.records) for f in salvage] == [("Chat-1", 1)]
-    with StateStore.open(home, recover=False) as store:
+    with StateStore.open(home, replay=False) as store:
         assert store.health().pending_files == 3
         # Recovery of one session finds its old file as well as the current one.
         spool.append_messages(home, "Chat-1", [_message("new upper", "n-1")])
-        report = store.recover_pending(session_id="Chat-1")
+        report = store.replay_pending(session_id="Chat-1")
         assert (report.files, report.inserted) == (2, 2)
-        assert store.recover_pending().inserted == 2
+        assert store.replay_pending().inserted == 2
     assert [r["content"] for r in stored(home, "Chat-1")] == ["old upper", "new upper"]
     assert [r["content"] for r in stored(home, "chat.v2")] == ["old dotted"]
     assert [r["content"] for r in stored(home, "x.pending")] == ["old pending-suffixed"]
@@ -168,15 +168,15 @@ def test_recovery_replays_the_previous_name_of_a_session_before_the_current_one(
     home: Path,
 ) -> None:
     _both_names(home, "x.y")
-    with StateStore.open(home, recover=False) as store:
-        report = store.recover_pending()
+    with StateStore.open(home, replay=False) as store:
+        report = store.replay_pending()
     assert (report.files, report.inserted) == (2, 2)
     assert [r["content"] for r in stored(home, "x.y")] == ["older", "newer"]
 
 
 def test_a_flush_writes_the_backlog_under_both_names_first_in_order(home: Path) -> None:
     _both_names(home, "x.y")
-    with StateStore.open(home, recover=False) as store:
+    with StateStore.open(home, replay=False) as store:
         result = store.transcript_writer("x.y").flush([_message("newest", "b-3")])
     assert result.ok and result.written == 1
     assert [r["content"] for r in stored(home, "x.y")] == ["older", "newer", "newest"]

@@ -91,16 +91,16 @@ def test_a_spool_of_one_sqlite_store_is_not_replayed_into_a_new_file_in_its_home
     os.rename(home / "state.db", moved / "state.db")
 
     with StateStore.open(home) as fresh:  # a new store: a stray open made it
-        report = fresh.last_recovery
+        report = fresh.last_replay
         assert report is not None and report.inserted == 0 and report.foreign == 3
         assert "belongs to store" in report.foreign_notes[0]
         assert stored_contents(home, "s") == []
-        assert fresh.recover_pending().inserted == 0
+        assert fresh.replay_pending().inserted == 0
     assert path.read_bytes() == before  # byte for byte
 
     os.replace(moved / "state.db", home / "state.db")
     with StateStore.open(home) as original:
-        assert original.last_recovery is not None and original.last_recovery.inserted == 3
+        assert original.last_replay is not None and original.last_replay.inserted == 3
     assert not path.exists()
     assert stored_contents(home, "s") == ["m 0", "m 1", "m 2"]
 
@@ -112,7 +112,7 @@ def test_a_server_spool_is_not_replayed_by_a_sqlite_open_of_its_home(
     url = pg_server.create(name, template=pg_template).render_as_string(hide_password=False)
     try:
         os.remove(home / "state.db")  # a server host: no SQLite file in its home
-        with StateStore.open(home, url=url, recover=False) as server:
+        with StateStore.open(home, url=url, replay=False) as server:
             path = spool_for(server, "s", msgs(2))
             server_id = server.store_id
         # An older version's record too (it names no store): written before the file
@@ -125,18 +125,18 @@ def test_a_server_spool_is_not_replayed_by_a_sqlite_open_of_its_home(
 
         monkeypatch.delenv("HERMES_REPO_URL", raising=False)
         with StateStore.open(home) as local:  # `sessions list` without --url
-            report = local.last_recovery
+            report = local.last_replay
             assert report is not None and report.inserted == 0 and report.foreign == 3
             assert any(server_id in n and "--url" in n for n in report.foreign_notes)
             assert local.list_sessions() == []
         assert path.read_bytes() == before and legacy.read_bytes() == legacy_before
 
         with StateStore.open(home, url=url) as server:
-            assert server.last_recovery is not None
-            assert server.last_recovery.inserted == 2  # its own records
+            assert server.last_replay is not None
+            assert server.last_replay.inserted == 2  # its own records
             # The older version's record is replayed only when the operator says so.
             assert legacy.read_bytes() == legacy_before
-            assert server.recover_pending(adopt=[ADOPT_LEGACY]).inserted == 1
+            assert server.replay_pending(adopt=[ADOPT_LEGACY]).inserted == 1
         assert not path.exists() and not legacy.exists()
     finally:
         pg_server.drop(name)
@@ -151,16 +151,16 @@ def test_records_of_a_copied_store_are_replayed_only_when_adopted(
         assert source_id is not None
         owner = spool.SpoolOwner(source_id, source.store_identity.target)
     spool.append_messages(store.home, "s", msgs(2), owner=owner)
-    assert store.recover_pending().foreign == 2
+    assert store.replay_pending().foreign == 2
     with pytest.raises(ConfigurationError, match="not copied from store"):
-        store.recover_pending(adopt=[source_id])
+        store.replay_pending(adopt=[source_id])
 
     # What `db copy` records in its target.
     store.write(lambda uow: uow.meta.set(COPIED_FROM_KEY, json.dumps([source_id])))
-    report = store.recover_pending()
+    report = store.replay_pending()
     assert report.inserted == 0 and report.foreign == 2
     assert f"--adopt {source_id}" in report.foreign_notes[0]
-    assert store.recover_pending(adopt=[source_id]).inserted == 2
+    assert store.replay_pending(adopt=[source_id]).inserted == 2
     assert stored_contents(store.home, "s") == ["m 0", "m 1"]
 
 
@@ -176,7 +176,7 @@ def test_a_record_of_an_sdk_session_is_not_replayed_into_a_pydantic_ai_session(
     path = spool_for(store, "chat", msgs(2, "sdk"), source=SDK_SOURCE)
     before = path.read_bytes()
 
-    report = store.recover_pending()
+    report = store.replay_pending()
     assert report.inserted == 0 and report.foreign == 2 and report.errors == ()
     assert SDK_SOURCE in report.foreign_notes[0] and PYDANTIC_SOURCE in report.foreign_notes[0]
     assert path.read_bytes() == before
@@ -190,7 +190,7 @@ def test_a_door_record_creates_its_own_session_and_a_plain_writer_record_goes_an
     spool_for(store, "new", msgs(1, "sdk"), source=SDK_SOURCE)
     store.write(lambda uow: uow.sessions.ensure("tg", source="telegram"))
     spool_for(store, "tg", msgs(1, "plain"))  # a TranscriptWriter of the default source
-    report = store.recover_pending()
+    report = store.replay_pending()
     assert report.inserted == 2 and report.foreign == 0
     assert store.get_session("new").source == SDK_SOURCE
     assert stored_contents(store.home, "tg") == ["plain 0"]
@@ -219,7 +219,7 @@ def test_a_line_nested_beyond_the_parser_is_kept_aside_and_the_rest_replays(
     listed = spool.list_pending(store.home)
     assert [(f.records, f.bad_lines) for f in listed] == [(2, 1)]
 
-    report = store.recover_pending(adopt=[ADOPT_LEGACY])
+    report = store.replay_pending(adopt=[ADOPT_LEGACY])
     assert (report.inserted, report.kept) == (2, 1)
     assert stored_contents(store.home, "s") == ["m 0", "m 1"]
     rejected = spool.sessions_dir(store.home) / spool.pending_name("s", spool.REJECTED_SUFFIX)
@@ -285,7 +285,7 @@ def test_a_spooled_record_whose_uid_is_stored_with_other_content_is_kept_aside(
     clash = dict(msgs(1, start=1)[0], content="a different message")
     spool_for(store, "s", [msgs(1)[0], clash, *msgs(1, start=2)])
 
-    report = store.recover_pending()
+    report = store.replay_pending()
     assert (report.inserted, report.duplicates, report.conflicts, report.kept) == (1, 1, 1, 1)
     assert stored_contents(store.home, "s") == ["m 0", "m 1", "m 2"]
     assert spool.list_pending(store.home) == []
@@ -306,7 +306,7 @@ def test_a_writer_without_a_store_names_the_file_it_tried_and_that_store_replays
     assert record["target"] == "sqlite:" + os.path.realpath(home / "state.db")
     assert "store_id" not in record
     with StateStore.open(home) as store:
-        assert store.last_recovery is not None and store.last_recovery.inserted == 2
+        assert store.last_replay is not None and store.last_replay.inserted == 2
 
 
 def test_a_server_target_never_holds_a_password_in_any_form() -> None:

@@ -123,12 +123,12 @@ async def test_items_spooled_are_seen_from_another_store_object_and_land_once(
         first.close()
         first_store.close()  # the object that spooled them is gone
         # Another StateStore object of the same file (its open cannot replay: locked).
-        with StateStore.open(home, recover=False) as second_store:
+        with StateStore.open(home, replay=False) as second_store:
             second = HermesSession("tail", second_store, write_budget_s=0.3)
             assert await second.get_items() == ITEMS[:3]
             assert await second.get_items(limit=1) == [ITEMS[2]]
             second.close()
-    with StateStore.open(home, recover=False) as third_store:
+    with StateStore.open(home, replay=False) as third_store:
         third = HermesSession("tail", third_store)
         await third.add_items([ITEMS[3]])  # replays the spool first, then these
         assert await third.get_items() == ITEMS

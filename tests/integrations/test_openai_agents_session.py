@@ -432,7 +432,7 @@ async def test_a_damaged_file_quarantines_and_the_items_are_kept_for_recovery(
     store = StateStore.open(home)
     try:
         session = HermesSession("damaged", store)
-        with pytest.raises(StateDbCorruptError, match="sessions recover"):
+        with pytest.raises(StateDbCorruptError, match="sessions salvage"):
             await session.add_items([ITEMS[2]])
         assert store.quarantined
         kept = list((home / "sessions").glob("damaged*.jsonl"))

@@ -107,7 +107,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "replay-ignores-stored-uids",
-        "hermes_repo/transcript/replay.py",
+        "hermes_repo/transcript/replay_plan.py",
         "if c.uid not in stored and c.uid not in skip]",
         "if c.uid not in skip]",
         (f"{RS}::test_records_with_uid_are_inserted_once_in_file_order",),
@@ -266,7 +266,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "spool-replayed-into-any-store",
-        "hermes_repo/transcript/replay.py",
+        "hermes_repo/transcript/placement.py",
         "        if owner.store_id == here.store_id or owner.store_id in adopt:",
         "        if True:",
         (f"{SO}::test_records_of_a_copied_store_are_replayed_only_when_adopted",),

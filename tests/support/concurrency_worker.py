@@ -17,7 +17,7 @@ from hermes_repo import HermesRepoError, StateStore
 
 
 def write(home: Path, session_id: str, count: int, tag: str) -> None:
-    with StateStore.open(home, recover=False) as store:
+    with StateStore.open(home, replay=False) as store:
         # store.write, not a bare unit of work: six writers start at once, and with a
         # rollback journal the first BEGIN IMMEDIATE may find the lock taken for longer
         # than busy_timeout; only the write path replays the unit within its budget.
@@ -33,7 +33,7 @@ def write(home: Path, session_id: str, count: int, tag: str) -> None:
 
 def search(home: Path, stop: Path) -> None:
     searches = errors = 0
-    with StateStore.open(home, recover=False) as store:
+    with StateStore.open(home, replay=False) as store:
         while not stop.exists():
             try:
                 store.search("concurrent", limit=20)

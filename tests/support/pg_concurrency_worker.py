@@ -41,7 +41,7 @@ def main(argv: list[str]) -> None:
     )
     solo = f"solo-{tag}"
     spooled = 0
-    with StateStore.open(home, url=url, recover=False) as store:
+    with StateStore.open(home, url=url, replay=False) as store:
         for sid in (SHARED, solo):
             store.write(lambda uow, sid=sid: uow.sessions.ensure(sid))
         while not go.exists():

@@ -43,7 +43,7 @@ def main(argv: list[str]) -> int:
         time.sleep(0.002)
     try:
         if mode == "open":
-            with StateStore.open(home, url=url, recover=False) as store:
+            with StateStore.open(home, url=url, replay=False) as store:
                 store.write(lambda uow: uow.sessions.ensure(f"host-{home.name}"))
         else:
             target = resolve_url(url)

@@ -48,6 +48,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "hints",
         "driver_errors",
         "errors",
+        "deprecation",
     ),
 )
 RANK = {name: i for i, name in enumerate(n for row in LAYERS for n in row)}

@@ -102,7 +102,7 @@ def seal_and_verify(path: Path, driver: Driver, source: Path) -> CopyInfo:
             f"the copy of {source} fails integrity_check ({verdict}): the store itself is "
             "damaged, so no snapshot was kept; run `hermes-repo doctor` (a damaged search "
             "index is fixed by `hermes-repo sessions repair`, a damaged file by "
-            "`hermes-repo sessions recover --inspect-only`)"
+            "`hermes-repo sessions salvage --inspect-only`)"
         )
     if revision is None:
         raise SnapshotVerifyError(

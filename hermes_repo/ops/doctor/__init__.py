@@ -12,9 +12,9 @@ through a :class:`DoctorContext` and returns a :class:`CheckResult`: a section o
 (for people and for ``--json``) and the :class:`Finding` s it draws from them, each
 with the command that fixes it. :data:`CHECKS` lists them in report order: the file
 header (NOTADB), the store's facts, a read-only ``quick_check`` of the canonical tables
-(which tells a damaged file, for ``sessions recover``, from a damaged index, for
+(which tells a damaged file, for ``sessions salvage``, from a damaged index, for
 ``sessions repair``), the full-text indexes, this process's quarantine, spool and
-salvage files, snapshots, an unfinished ``db copy`` into the store, and the other
+hold files, snapshots, an unfinished ``db copy`` into the store, and the other
 processes holding the store. A new concern is one more function appended there, in a
 module of its own concern (``journal``, ``header``, ``store``, ``schema``, ``sqlite``,
 ``quick_check``, ``search_index``, ``values``, ``quarantine``, ``spool``, ``snapshots``,
@@ -26,6 +26,9 @@ How the full-text indexes are checked read-only: :mod:`.search_index`.
 
 from __future__ import annotations
 
+from typing import Any
+
+from ...deprecation import moved_names
 from ...schema.tables import CANONICAL_TABLES
 from .context import (
     STOP_FIRST,
@@ -39,7 +42,7 @@ from .context import (
     Severity,
 )
 from .copying import CopyFacts, check_copy
-from .fixes import recover_commands, recovered_path, replace_command
+from .fixes import recovered_path, replace_command, salvage_commands
 from .header import HeaderFacts, check_header
 from .holders import HolderFacts, check_holders
 from .journal import WalHeaderFacts, check_journal, check_wal_header
@@ -100,7 +103,16 @@ __all__ = [
     "check_wal_header",
     "diagnose",
     "diagnose_server",
-    "recover_commands",
     "recovered_path",
     "replace_command",
+    "salvage_commands",
 ]
+
+#: Names kept for one release from before "salvage" and "recover" were told apart.
+_moved = moved_names(
+    "hermes_repo.ops.doctor", {"recover_commands": "hermes_repo.ops.doctor.fixes:salvage_commands"}
+)
+
+
+def __getattr__(name: str) -> Any:
+    return _moved(name)

@@ -229,7 +229,7 @@ def file_size(path: Path) -> int:
 def unreadable(name: str, ctx: DoctorContext, exc: DoctorReadError) -> Finding:
     """The finding of a check that could not read the store: the salvage's first step."""
     source = shlex.quote(str(ctx.db_path))
-    recover = ctx.command(f"hermes-repo sessions recover --source {source} --inspect-only")
+    recover = ctx.command(f"hermes-repo sessions salvage --source {source} --inspect-only")
     return Finding(
         f"{name}-unreadable",
         "error",

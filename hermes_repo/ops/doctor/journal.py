@@ -94,7 +94,7 @@ def check_wal_header(ctx: DoctorContext) -> CheckResult:
                 "wal-header-damaged",
                 "error",
                 found.message(),
-                f"{STOP_FIRST} `{found.recover_command()}`, then put the new store in place "
+                f"{STOP_FIRST} `{found.salvage_command()}`, then put the new store in place "
                 f"of the old one with `{ctx.command('hermes-repo db replace')} "
                 f"{shlex.quote(str(recovered_path(ctx.db_path)))}`",
             )
@@ -108,7 +108,7 @@ def check_wal_header(ctx: DoctorContext) -> CheckResult:
                 f"{len(saved)} -wal file(s) with a damaged header were saved beside the store "
                 f"({', '.join(Path(p).name for p in saved)}); their committed frames may hold "
                 "messages the store lost when SQLite discarded the log",
-                f"check with `hermes-repo sessions recover --source {source} --inspect-only`; "
+                f"check with `hermes-repo sessions salvage --source {source} --inspect-only`; "
                 "salvage what is missing, then delete the saved set",
             )
         )
@@ -119,7 +119,7 @@ def _orphaned(ctx: DoctorContext, wal: Path) -> Finding:
     """An orphaned ``-wal`` set aside (by this doctor or any open): it stays a finding
     until the operator has put it back with its database, or deleted it."""
     base = shlex.quote(str(wal.with_name(wal.name[: -len("-wal")])))
-    recover = ctx.command(f"hermes-repo sessions recover --source {base}")
+    recover = ctx.command(f"hermes-repo sessions salvage --source {base}")
     return Finding(
         "wal-orphaned",
         "error",

@@ -46,7 +46,7 @@ def check_quick_check(ctx: DoctorContext) -> CheckResult:
     """``quick_check`` of ``sessions``, ``messages`` and ``state_meta``, read-only.
 
     These decide between the two kinds of damage: a failing canonical table means the
-    file itself is damaged (salvage with ``sessions recover``; a rebuild would make it
+    file itself is damaged (salvage with ``sessions salvage``; a rebuild would make it
     worse), while damage confined to the FTS tables is the index's, which the repair
     rebuilds. ``schema`` stands for the schema table, read first.
     """

@@ -25,7 +25,7 @@ from .context import (
     JournalFileError,
     error_text,
 )
-from .fixes import recover_commands, replace_command
+from .fixes import replace_command, salvage_commands
 
 __all__ = ["SchemaFacts", "check_schema", "revision_findings"]
 
@@ -171,7 +171,7 @@ def check_schema(ctx: DoctorContext) -> CheckResult:
     facts = SchemaFacts(drift=" ".join(drift.split()) if drift else None)
     if drift is None:
         return CheckResult("schema", facts)
-    recover = recover_commands(ctx.db_path)[1]
+    recover = salvage_commands(ctx.db_path)[1]
     finding = Finding(
         "schema-drift",
         "error",

@@ -184,7 +184,7 @@ def check_fts(ctx: DoctorContext) -> CheckResult:
         return CheckResult("fts", None)  # no store, or not a database: reported elsewhere
     if any(f.code == "file-damaged" for f in ctx.findings):
         # The index is derived from tables that are damaged themselves: its state says
-        # nothing more, and the salvage (`sessions recover`) builds a new one anyway.
+        # nothing more, and the salvage (`sessions salvage`) builds a new one anyway.
         return CheckResult("fts", None)
     tables = {r[0] for r in ctx.rows("SELECT name FROM sqlite_master WHERE type = 'table'")}
     if not {"messages", "state_meta"} <= tables:

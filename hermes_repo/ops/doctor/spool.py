@@ -1,4 +1,8 @@
-"""Transcript spool files beside the store: pending, rejected and salvage files."""
+"""Transcript spool files beside the store: pending, rejected and hold files.
+
+(The finding code ``salvage-transcripts`` and the ``salvage_*`` facts keep their names:
+scripts read them. They are about hold files, not the ``sessions salvage`` command.)
+"""
 
 from __future__ import annotations
 
@@ -74,7 +78,7 @@ def check_spool(ctx: DoctorContext) -> CheckResult:
     try:
         pending = spool.list_pending(ctx.home)
         rejected = spool.list_pending(ctx.home, suffix=spool.REJECTED_SUFFIX)
-        salvage = spool.list_pending(ctx.home, suffix=spool.SALVAGE_SUFFIX)
+        salvage = spool.list_pending(ctx.home, suffix=spool.HOLD_SUFFIX)
     except OSError as exc:  # e.g. `sessions` is a file: the folder cannot be listed
         finding = Finding(
             "spool-unreadable",
@@ -133,7 +137,7 @@ def check_spool(ctx: DoctorContext) -> CheckResult:
                 "does not replay them by itself (a server never does; a SQLite store not "
                 "when it was created after them)",
                 "if they belong to this store, run "
-                f"`{ctx.command('hermes-repo pending recover --adopt legacy')}`; "
+                f"`{ctx.command('hermes-repo pending replay --adopt legacy')}`; "
                 f"`{listing}` shows them",
             )
         )
@@ -145,7 +149,7 @@ def check_spool(ctx: DoctorContext) -> CheckResult:
                 "warning",
                 f"{facts.pending_files} spool file(s) in {folder} hold {facts.pending_records} "
                 "message(s) not yet in the database (the next open of the store replays them)",
-                f"run `{ctx.command('hermes-repo pending recover')}`",
+                f"run `{ctx.command('hermes-repo pending replay')}`",
             )
         )
     if salvage:
@@ -154,12 +158,12 @@ def check_spool(ctx: DoctorContext) -> CheckResult:
             Finding(
                 "salvage-transcripts",
                 "error",
-                f"{facts.salvage_files} salvage file(s) in {folder} ({names}) hold "
+                f"{facts.salvage_files} hold file(s) in {folder} ({names}) keep "
                 f"{facts.salvage_records} message(s) written while the database file was "
                 "damaged; they are in no database and are never replayed by themselves",
-                "once the store is recovered or restored, append each <sid>.jsonl to "
+                "once the store is salvaged or restored, append each <sid>.jsonl to "
                 f"<sid>.pending.jsonl in {folder}, delete it, and run "
-                f"`{ctx.command('hermes-repo pending recover')}` (already stored messages "
+                f"`{ctx.command('hermes-repo pending replay')}` (already stored messages "
                 f"are skipped); `{listing}` shows them",
             )
         )
@@ -169,7 +173,7 @@ def check_spool(ctx: DoctorContext) -> CheckResult:
                 "rejected-spool-lines",
                 "warning",
                 f"{facts.rejected_files} file(s) in {folder} keep {facts.rejected_lines} "
-                "spool line(s) that recovery could not use (torn or invalid), for inspection",
+                "spool line(s) that the replay could not use (torn or invalid), for inspection",
                 f"read them (`{listing}` names them) and delete each <sid>.rejected.jsonl "
                 "once nothing in it is needed",
             )

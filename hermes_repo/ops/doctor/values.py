@@ -284,7 +284,7 @@ def check_values(ctx: DoctorContext) -> CheckResult:
         return CheckResult("values", None)
     if any(f.code == "file-damaged" for f in ctx.findings):
         # Rows read from damaged pages say nothing about what was stored: the salvage
-        # (`sessions recover`) is the next step, and it reads every value again.
+        # (`sessions salvage`) is the next step, and it reads every value again.
         return CheckResult("values", None)
     tables = {r[0] for r in ctx.rows("SELECT name FROM sqlite_master WHERE type = 'table'")}
     if not {"messages", "sessions"} <= tables:

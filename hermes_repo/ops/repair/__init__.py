@@ -21,7 +21,7 @@ and in this order:
    ``snapshot restore`` can put back.
 4. **Structural damage is not repaired in place**: a rebuild or any write on a damaged
    b-tree can turn a readable file into an unopenable one. The live file and the backup
-   are left as they are and the report names the next commands, ``sessions recover
+   are left as they are and the report names the next commands, ``sessions salvage
    --inspect-only`` and then ``--output NEW.db`` (or a snapshot restore).
 5. **Index damage** (a stale marker, missing triggers, an index that fails its checks
    or misses messages it should find, see :func:`~hermes_repo.schema.fts.coverage_check`;

@@ -238,7 +238,7 @@ def _structural(report: RepairReport) -> RepairReport:
     )
     report.ok = False
     report.summary = (
-        f"{db_path} was not repaired in place: {what}; {kept}. Salvage it with `sessions recover`"
+        f"{db_path} was not repaired in place: {what}; {kept}. Salvage it with `sessions salvage`"
     )
     report.next_steps = salvage_steps(db_path)
     return report

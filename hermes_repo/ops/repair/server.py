@@ -86,7 +86,7 @@ def repair_server(
         report.notes.append("transcripts not checked: the database cannot be read as a store")
         return _stop(report, unreachable[0].summary, [f.fix for f in unreachable])
     try:
-        with StateStore.open(home, url=_url_text(target), recover=False) as store:
+        with StateStore.open(home, url=_url_text(target), replay=False) as store:
             report.counts_before = _counts(store)
             if check_only:
                 report.transcript_check = check_transcripts(store)

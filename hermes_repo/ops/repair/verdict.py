@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ...maintenance.fts_rebuild import RebuildOutcome
 from ...maintenance.snapshots import list_snapshots
-from ..doctor import STOP_FIRST, DoctorReport, Finding, recover_commands, recovered_path
+from ..doctor import STOP_FIRST, DoctorReport, Finding, recovered_path, salvage_commands
 from ..replace import REPLACE_COMMAND
 from ..transcript_check import TranscriptRepairSummary, TranscriptReport
 
@@ -183,7 +183,7 @@ def damage_of(doctor: DoctorReport) -> Damage:
 
 def salvage_steps(db_path: Path) -> list[str]:
     """What comes after a repair that cannot, or did not, fix the file in place."""
-    inspect, output = recover_commands(db_path)
+    inspect, output = salvage_commands(db_path)
     new_file = shlex.quote(str(recovered_path(db_path)))
     steps = [
         f"{STOP_FIRST} `{inspect}`",

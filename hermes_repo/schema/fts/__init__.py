@@ -30,7 +30,8 @@ One module per job:
 * :mod:`.projection`: what an index reads from a row (caps, CJK);
 * :mod:`.ddl`: the indexes as data and their CREATE/DROP statements;
 * :mod:`.stale`: the stale marker and detaching the sync triggers;
-* :mod:`.rebuild`: integrity checks and recreating the indexes;
+* :mod:`.integrity`: integrity checks and recreating the indexes (the guarded rebuild
+  that decides when is :mod:`hermes_repo.maintenance.fts_rebuild`);
 * :mod:`.coverage`: read-only checks that each index finds what the rows hold.
 """
 
@@ -47,6 +48,7 @@ from .ddl import (
     drop_statements,
     trigger_statements,
 )
+from .integrity import integrity_errors, recreate, reset_shadow_tables
 from .projection import (
     CJK_RANGES,
     TRIGRAM_CAP,
@@ -56,7 +58,6 @@ from .projection import (
     long_row_condition,
     text_projection,
 )
-from .rebuild import integrity_errors, recreate, reset_shadow_tables
 from .stale import STALE_KEY, detach, index_named_in, present_triggers, stale_marker
 
 __all__ = [

@@ -1,79 +1,22 @@
-"""Checking and rebuilding the full-text indexes from the canonical rows.
-
-These run in the caller's transaction; a failed rebuild raises and the caller rolls
-the whole thing back.
-"""
+"""Deprecated module: its functions live in :mod:`.integrity` (checking the indexes and
+recreating them in a transaction). "Rebuild" names one thing, the guarded rebuild of
+:mod:`hermes_repo.maintenance.fts_rebuild`; this name is kept for one release and
+warns on use."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from typing import Any
 
-from sqlalchemy import text
-from sqlalchemy.engine import Connection
-from sqlalchemy.exc import DBAPIError
+from ...deprecation import moved_names
 
-from .ddl import INDEXES, FtsIndex, trigger_statements
-from .stale import STALE_KEY
-
-
-def integrity_errors(conn: Connection, indexes: Iterable[FtsIndex] = INDEXES) -> dict[str, str]:
-    """Run each index's ``'integrity-check'``; returns {index: error} for the failing ones.
-
-    The check runs with ``rank = 1``, which also compares the index with its content
-    view, so it catches an index that silently fell behind the canonical rows. Without
-    that argument FTS5 checks only the index's internal consistency: an index missing
-    rows, or with a zeroed structure or a lost averages record, passes.
-    """
-    failures: dict[str, str] = {}
-    for ix in indexes:
-        try:
-            with conn.begin_nested():
-                conn.execute(
-                    text(f"INSERT INTO {ix.name}({ix.name}, rank) VALUES ('integrity-check', 1)")
-                )
-        except DBAPIError as exc:
-            failures[ix.name] = str(exc.orig).splitlines()[0] if exc.orig else str(exc)
-    return failures
+_moved = moved_names(
+    "hermes_repo.schema.fts.rebuild",
+    {
+        name: f"hermes_repo.schema.fts.integrity:{name}"
+        for name in ("integrity_errors", "recreate", "reset_shadow_tables")
+    },
+)
 
 
-def reset_shadow_tables(conn: Connection, ix: FtsIndex) -> None:
-    """Put an index's shadow tables back to the state of a new, empty index.
-
-    When the structure record (id 10) or the config version is damaged, FTS5's
-    constructor fails, and with it ``DROP TABLE`` and ``'rebuild'``. Writing the empty
-    structure record and a valid version by hand makes the table constructible again.
-    """
-    data, idx, docsize, config = ix.shadow_tables
-    conn.execute(text(f"INSERT OR REPLACE INTO {config} (k, v) VALUES ('version', 4)"))
-    conn.execute(text(f"DELETE FROM {data}"))
-    conn.execute(text(f"DELETE FROM {idx}"))
-    conn.execute(text(f"DELETE FROM {docsize}"))
-    conn.execute(text(f"INSERT INTO {data} (id, block) VALUES (1, x''), (10, x'00000000000000')"))
-
-
-def recreate(conn: Connection, indexes: Iterable[FtsIndex] = INDEXES) -> None:
-    """Recreate the indexes from the runtime DDL and refill them, in the caller's transaction.
-
-    Order: make each table constructible, drop it and its view, create both anew, run
-    ``'rebuild'`` from the canonical rows, verify with ``'integrity-check'``, and only
-    then create the triggers. Any failure raises; the caller rolls the whole thing back.
-    """
-    present = {
-        r[0] for r in conn.execute(text("SELECT name FROM sqlite_master WHERE type = 'table'"))
-    }
-    for ix in indexes:
-        for name in ix.trigger_names:
-            conn.execute(text(f"DROP TRIGGER IF EXISTS {name}"))
-        if set(ix.shadow_tables) <= present:
-            reset_shadow_tables(conn, ix)
-        conn.execute(text(f"DROP TABLE IF EXISTS {ix.name}"))
-        conn.execute(text(f"DROP VIEW IF EXISTS {ix.source_view}"))
-        conn.execute(text(ix.view_ddl()))
-        conn.execute(text(ix.table_ddl()))
-        conn.execute(text(f"INSERT INTO {ix.name}({ix.name}) VALUES ('rebuild')"))
-    failures = integrity_errors(conn, indexes)
-    if failures:
-        raise RuntimeError(f"FTS integrity-check failed after rebuild: {failures}")
-    for statement in trigger_statements(indexes):
-        conn.execute(text(statement))
-    conn.execute(text("DELETE FROM state_meta WHERE key = :k"), {"k": STALE_KEY})
+def __getattr__(name: str) -> Any:
+    return _moved(name)

@@ -12,6 +12,9 @@ per job:
 
 from __future__ import annotations
 
+from typing import Any
+
+from ...deprecation import moved_names
 from .files import (
     LOCK_SUFFIX,
     append_lines,
@@ -23,9 +26,9 @@ from .files import (
 )
 from .listing import PendingFile, list_pending
 from .names import (
+    HOLD_SUFFIX,
     PENDING_SUFFIX,
     REJECTED_SUFFIX,
-    SALVAGE_SUFFIX,
     SESSIONS_DIR,
     encode_session_id,
     existing_names,
@@ -52,10 +55,10 @@ from .records import (
 
 __all__ = [
     "FALLBACK_KEY",
+    "HOLD_SUFFIX",
     "LOCK_SUFFIX",
     "PENDING_SUFFIX",
     "REJECTED_SUFFIX",
-    "SALVAGE_SUFFIX",
     "SESSIONS_DIR",
     "SESSION_KEY",
     "SOURCE_KEY",
@@ -84,3 +87,13 @@ __all__ = [
     "spool_lock",
     "wrap",
 ]
+
+#: Names this module had before the hold file and the salvage were told apart.
+_moved = moved_names(
+    "hermes_repo.transcript.spool",
+    {"SALVAGE_SUFFIX": "hermes_repo.transcript.spool.names:HOLD_SUFFIX"},
+)
+
+
+def __getattr__(name: str) -> Any:
+    return _moved(name)

@@ -1,7 +1,7 @@
 """Safe spool file access: locking, durable appends, reads and deletes.
 
 A spool file is only ever appended to, then fsynced with its folder, and deleted by
-recovery after the records are committed (see :mod:`hermes_repo.transcript.replay`).
+replay after the records are committed (see :mod:`hermes_repo.transcript.replay`).
 
 Safety: the session id is validated before it becomes a file name; ``sessions/`` is
 created 0700 and opened with ``O_NOFOLLOW | O_DIRECTORY``; files are opened relative to
@@ -9,7 +9,7 @@ that folder's descriptor with ``O_NOFOLLOW`` (``O_APPEND`` for writing) and crea
 0600, so no symlink, in place of the folder or of a file, can redirect a write
 (:class:`~hermes_repo.errors.UnsafePathError`). Every reader and writer of one spool
 file holds its lock file (``<file>.lock``, an ``flock`` that dies with its
-process), so recovery never reads a line a live writer is still appending, and never
+process), so the replay never reads a line a live writer is still appending, and never
 deletes a file under one. A symlink, folder or unreadable file at any of these names
 is an :class:`~hermes_repo.errors.UnsafePathError` naming it.
 """

@@ -10,9 +10,9 @@ from pathlib import Path
 from ...errors import UnsafePathError
 from .files import read_spool
 from .names import (
+    HOLD_SUFFIX,
     PENDING_SUFFIX,
     REJECTED_SUFFIX,
-    SALVAGE_SUFFIX,
     session_id_from_name,
     sessions_dir,
 )
@@ -51,14 +51,14 @@ def list_pending(
     """Every ``*<suffix>`` file in ``<home>/sessions``, parsed (sorted by name).
 
     Reads without the lock: a line a writer is appending at this instant may show up
-    as a bad line, which is fine for a report (recovery itself holds the lock).
+    as a bad line, which is fine for a report (the replay itself holds the lock).
     """
     folder = sessions_dir(home)
     try:
         names = sorted(n for n in os.listdir(folder) if n.endswith(suffix))
     except FileNotFoundError:
         return []
-    if suffix == SALVAGE_SUFFIX:
+    if suffix == HOLD_SUFFIX:
         # `.pending.jsonl` and `.rejected.jsonl` also end with `.jsonl`.
         names = [n for n in names if not n.endswith((PENDING_SUFFIX, REJECTED_SUFFIX))]
     out = []
@@ -71,7 +71,7 @@ def list_pending(
             out.append(PendingFile(name, path, sid, error=str(exc)))
             continue
         if contents is None:
-            continue  # recovered (deleted) since the listing
+            continue  # replayed (deleted) since the listing
         oldest = contents.oldest_at
         owners: dict[SpoolOwner, int] = {}
         sources: dict[str, None] = {}

@@ -4,21 +4,23 @@
 Names of ids made of lower-case letters, digits, ``_``, ``-`` and ``:`` are the id
 itself; ``.`` becomes ``+`` and upper-case letters become lower case with a mask of
 their positions after ``=`` (``Chat.V2`` -> ``chat+v2=21``). So the sid part never holds
-a ``.`` (the first ``.`` starts the suffix: ``chat.pending`` salvaging to
+a ``.`` (the first ``.`` starts the suffix: ``chat.pending`` held in
 ``chat+pending.jsonl`` never meets ``chat.pending.jsonl``, the retry queue of ``chat``)
 and is all lower case (``Chat-1`` and ``chat-1`` stay two files on a case-insensitive
 filesystem). Files of the previous version, named ``<id><suffix>`` with the id as is,
 are still found, listed and replayed; in the one case where such a name is ambiguous
-(``x.pending.jsonl``: the queue of ``x`` or the salvage file of ``x.pending``) it is
+(``x.pending.jsonl``: the queue of ``x`` or the hold file of ``x.pending``) it is
 read as the queue of ``x``, the common case.
 
 Besides the retry queue (``<sid>.pending.jsonl``), two siblings share the format and
 the safety rules but are never replayed:
 
-* ``<sid>.rejected.jsonl``: lines recovery could not use (a torn last line from a crash
+* ``<sid>.rejected.jsonl``: lines the replay could not use (a torn last line from a crash
   mid-append, invalid JSON, an invalid message), byte for byte, for inspection;
-* ``<sid>.jsonl``: the salvage file a writer uses while the database file is damaged
-  (replaying into a damaged file would spread the damage).
+* ``<sid>.jsonl``: the hold file a writer uses while the database file is damaged
+  (replaying into a damaged file would spread the damage). Not the salvage (``sessions
+  salvage`` reads rows out of the damaged file itself): an operator moves a hold file
+  into the queue once the store is sound again (``doctor`` says how).
 """
 
 from __future__ import annotations
@@ -27,18 +29,20 @@ import contextlib
 import os
 import re
 from pathlib import Path
+from typing import Any
 
+from ...deprecation import moved_names
 from ...errors import IntegrityViolation
 from ...ids import validate_session_id
 
 SESSIONS_DIR = "sessions"
 PENDING_SUFFIX = ".pending.jsonl"
 REJECTED_SUFFIX = ".rejected.jsonl"
-SALVAGE_SUFFIX = ".jsonl"
+HOLD_SUFFIX = ".jsonl"
 
 
 def sessions_dir(home: str | os.PathLike[str]) -> Path:
-    """``<home>/sessions``: where spool, rejected and salvage files live."""
+    """``<home>/sessions``: where spool, rejected and hold files live."""
     return Path(home) / SESSIONS_DIR
 
 
@@ -47,7 +51,7 @@ def sessions_dir(home: str | os.PathLike[str]) -> Path:
 _DOT = "+"
 _MASK = "="
 _MASK_HEX = re.compile(r"[1-9a-f][0-9a-f]*")
-_SUFFIXES = (PENDING_SUFFIX, REJECTED_SUFFIX, SALVAGE_SUFFIX)  # longest first
+_SUFFIXES = (PENDING_SUFFIX, REJECTED_SUFFIX, HOLD_SUFFIX)  # longest first
 
 
 def encode_session_id(session_id: str) -> str:
@@ -99,7 +103,7 @@ def _legacy_name(session_id: str, suffix: str) -> str:
 
 
 def parse_name(name: str) -> tuple[str, str] | None:
-    """``(session id, suffix)`` of a spool, rejected or salvage file name, else None.
+    """``(session id, suffix)`` of a spool, rejected or hold file name, else None.
 
     The current form first (the first ``.`` starts the suffix); then the previous
     version's (the id as is, before the longest known suffix).
@@ -143,3 +147,14 @@ def existing_names(
             if os.path.lexists(sessions_dir(home) / legacy):
                 names.insert(0, legacy)
     return names
+
+
+#: Names this module had before the hold file and the salvage were told apart.
+_moved = moved_names(
+    "hermes_repo.transcript.spool.names",
+    {"SALVAGE_SUFFIX": "hermes_repo.transcript.spool.names:HOLD_SUFFIX"},
+)
+
+
+def __getattr__(name: str) -> Any:
+    return _moved(name)

@@ -1,4 +1,6 @@
-"""``hermes-repo sessions recover``: salvage a damaged state.db into a new store.
+"""``hermes-repo sessions salvage``: salvage a damaged state.db into a new store.
+
+(``sessions recover`` is its deprecated name, a hidden alias for one release.)
 
 The command never writes to (or beside) the source: both modes read a private byte copy
 (see :mod:`hermes_repo.salvage`). ``--inspect-only`` reports what is readable;
@@ -21,13 +23,14 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, T
 from rich.table import Table
 
 from ..engine import DB_NAME
+from ._lazy import deprecated_alias
 from ._output import CliError, Text, echo_json, stderr_console, stdout_console
 
 if TYPE_CHECKING:
     from ..salvage import ProgressEvent, SalvageInspection, SalvageResult, TableReport
     from . import CliState
 
-__all__ = ["recover_command"]
+__all__ = ["recover_alias", "salvage_command"]
 
 _PHASES = {
     "copy": "copying the source",
@@ -71,7 +74,7 @@ class _Bar:
         self.progress.stop()
 
 
-@click.command("recover")
+@click.command("salvage")
 @click.option(
     "--source",
     required=True,
@@ -95,7 +98,7 @@ class _Bar:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 @click.pass_obj
-def recover_command(
+def salvage_command(
     state: CliState,
     source: Path,
     inspect_only: bool,
@@ -115,15 +118,15 @@ def recover_command(
 
     \b
     Example:
-      hermes-repo sessions recover --source ~/.hermes/state.db --inspect-only
-      hermes-repo sessions recover --source ~/.hermes/state.db --output ~/recovered/state.db
+      hermes-repo sessions salvage --source ~/.hermes/state.db --inspect-only
+      hermes-repo sessions salvage --source ~/.hermes/state.db --output ~/recovered/state.db
     """
     from ..maintenance.sqlite_only import refuse_on_server
     from ..salvage import inspect, salvage
 
     # A damaged file is salvaged into a file: with a PostgreSQL store chosen, that is
     # not the store's recovery (the server's backups are), so it is refused by name.
-    refuse_on_server("sessions recover", "salvage", state.url)
+    refuse_on_server("sessions salvage", "salvage", state.url)
     if inspect_only == (output is not None):
         raise click.UsageError("give exactly one of --inspect-only and --output NEW.db")
     if output is None:
@@ -317,3 +320,7 @@ def _print_result(console: Console, result: SalvageResult) -> None:
     # Never a hand copy over state.db: SQLite would replay the old -wal into the new file.
     replace = f"hermes-repo --home {shlex.quote(str(home))} db replace {shlex.quote(str(output))}"
     console.print(Text(f"to put it in place of the old store (stopped first): {replace}"))
+
+
+#: ``sessions recover``, the name ``sessions salvage`` had (hidden, warns).
+recover_alias = deprecated_alias(salvage_command, "sessions recover", "sessions salvage")
