@@ -61,8 +61,8 @@ __all__ = [
     "open_store",
     "prepare",
     "rebuild_at_open",
-    "replay_at_open",
     "register_holder",
+    "replay_at_open",
 ]
 
 

@@ -13,9 +13,9 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from .backend import backend_of
+from .deprecation import warn_renamed
 from .driver_errors import commit_outcome_unknown, describe, translate
 from .errors import CommitUnknownError, HermesRepoError
-from .deprecation import warn_renamed
 from .identity import Identities
 from .repositories import MessageRepository, MetaRepository, SessionRepository
 from .repositories.entries import EntryRepository
