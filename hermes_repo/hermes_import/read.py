@@ -65,7 +65,16 @@ def _session_messages(
         sql = f"SELECT * FROM messages WHERE {where} ORDER BY id LIMIT {size}"
 
         def read(sql: str = sql, args: tuple[object, ...] = args) -> list[dict[str, object]]:
-            return [dict(r) for r in conn.execute(sql, args)]
+            # Plain tuples zipped with the names: a Row per value row, then a dict of
+            # it, cost twice as much.
+            cursor = conn.cursor()
+            cursor.row_factory = None
+            try:
+                cursor.execute(sql, args)
+                names = [d[0] for d in cursor.description]
+                return [dict(zip(names, r, strict=True)) for r in cursor]
+            finally:
+                cursor.close()
 
         chunk = _retry_lenient(conn, read)
         if not chunk:

@@ -24,7 +24,7 @@ from .read import (
 )
 from .report import HermesImportReport
 from .source import _open_source, _quote, _shape, _unreadable
-from .write import DELETED_REASON, _Batches, edited_reason
+from .write import DELETED_REASON, _Batches, edited_reason, heap_set_aside
 
 __all__ = [
     "DELETED_REASON",
@@ -94,7 +94,7 @@ def import_hermes_db(
     """
     path = Path(path)
     report = HermesImportReport(source=str(path), dry_run=dry_run)
-    with _open_source(path) as conn:
+    with _open_source(path) as conn, heap_set_aside():
         try:
             _run(conn, path, store, report, progress)
         except sqlite3.Error as exc:

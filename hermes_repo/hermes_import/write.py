@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -239,11 +240,28 @@ class _Batches:
         self.items, self.size = [], 0
         # A unit's rows stay reachable from reference cycles of the driver's execution
         # context until a full collection, which Python runs ever more rarely as the
-        # heap grows: memory would grow with the file. One collection per unit (a few
-        # milliseconds) keeps it at one unit's worth.
+        # heap grows: memory would grow with the file. One collection per unit keeps it
+        # at one unit's worth (under heap_set_aside it walks only the import's objects).
         gc.collect()
         if self.progress is not None:
             self.progress(self.done, self.total)
+
+
+@contextmanager
+def heap_set_aside() -> Iterator[None]:
+    """For the import's length, the objects alive before it are left out of garbage
+    collection (``gc.freeze``): the collection after each unit then walks only what the
+    import made, not the whole program's heap (a tenth of the import's time on a file of
+    short messages). Given back on the way out; left alone when the program has frozen
+    objects itself (a server that forks), whose choice this must not undo."""
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def _write_batch(store: ImportTarget, report: HermesImportReport, batch: list[_Session]) -> int:
