@@ -13,16 +13,18 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Table, select
+from sqlalchemy import Table, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
 from hermes_repo import SessionTakenError, UnitOfWork
-from hermes_repo.models import messages_table
+from hermes_repo.codec import dumps
+from hermes_repo.models import messages_table, sessions_table
 
 from ._ids import door_session_id
 
 __all__ = [
+    "GENERATION_KEY",
     "MESSAGES_CHANNEL",
     "SOURCE",
     "THREAD_KEY",
@@ -31,8 +33,10 @@ __all__ = [
     "dialect_insert",
     "message_rows",
     "new_message_rows",
+    "next_generation",
     "own_for_write",
     "session_id_for",
+    "uid_prefix",
 ]
 
 #: The ``source`` of every session that holds a LangGraph thread.
@@ -41,8 +45,12 @@ SOURCE = "langgraph"
 THREAD_KEY = "langgraph_thread"
 #: The channel whose messages become the session's rows (``MessagesState``'s).
 MESSAGES_CHANNEL = "messages"
-#: A message row's uid is this and the LangChain message id.
+#: A message row's uid is this and the LangChain message id (and, once the thread was
+#: deleted, the generation before it: ``langgraph:2:<id>``).
 UID_PREFIX = "langgraph:"
+#: The session ``extra`` key counting the thread's deletions: a thread started afresh
+#: after :meth:`delete_thread` stores its messages again even when their ids repeat.
+GENERATION_KEY = "langgraph_generation"
 
 _ROLES = {
     "human": "user",
@@ -82,22 +90,40 @@ def check_owner(thread_id: str, session_id: str, source: str, extra: Mapping[str
         )
 
 
-def own_for_write(uow: UnitOfWork, thread_id: str, session_id: str, *, create: bool) -> bool:
+def own_for_write(
+    uow: UnitOfWork, thread_id: str, session_id: str, *, create: bool
+) -> dict[str, Any] | None:
     """Lock the thread's session for this unit (``FOR UPDATE`` on a server: writers of
-    one thread take turns), creating it when ``create``; False when it is missing and
-    not created. Refuses another owner's session."""
+    one thread take turns), creating it when ``create``; its ``extra``, or None when it
+    is missing and not created. Refuses another owner's session."""
     state = uow.sessions.source_and_extra(session_id, lock=True)
     if state is None:
         if not create:
-            return False
+            return None
         if uow.sessions.ensure(session_id, source=SOURCE, title=thread_id):
-            uow.sessions.update(session_id, title=thread_id, extra={THREAD_KEY: thread_id})
-            return True
+            extra = {THREAD_KEY: thread_id}
+            uow.sessions.update(session_id, title=thread_id, extra=extra)
+            return extra
         # Another writer created it meanwhile: whose it is decides.
         state = uow.sessions.source_and_extra(session_id, lock=True)
         assert state is not None  # sessions are never deleted
     check_owner(thread_id, session_id, *state)
-    return True
+    return state[1]
+
+
+def uid_prefix(extra: Mapping[str, Any]) -> str:
+    """The uid prefix of the thread's messages in its current generation."""
+    generation = extra.get(GENERATION_KEY)
+    return f"{UID_PREFIX}{generation}:" if generation else UID_PREFIX
+
+
+def next_generation(uow: UnitOfWork, session_id: str, extra: Mapping[str, Any]) -> None:
+    """Count one more deletion of the thread in its session's ``extra`` (the title, the
+    operator's, is left alone)."""
+    changed = {**extra, GENERATION_KEY: int(extra.get(GENERATION_KEY) or 0) + 1}
+    uow.connection.execute(
+        update(sessions_table).where(sessions_table.c.id == session_id).values(extra=dumps(changed))
+    )
 
 
 def dialect_insert(conn: Connection, table: Table) -> Any:
@@ -128,7 +154,7 @@ def _text(content: Any) -> str:
     return ""
 
 
-def _row(message: Any) -> dict[str, Any] | None:
+def _row(message: Any, prefix: str) -> dict[str, Any] | None:
     """The display-only row of one LangChain message (a ``BaseMessage`` or a message
     dict), None when it has no id (no identity to keep it once by)."""
     mid = _field(message, "id")
@@ -144,7 +170,7 @@ def _row(message: Any) -> dict[str, Any] | None:
         "role": role,
         # A server's text refuses U+0000; the exact message is in the checkpoint.
         "content": "\n".join(line for line in lines if line).replace("\x00", " "),
-        "uid": UID_PREFIX + mid,
+        "uid": prefix + mid,
         # LangGraph replays its own state; hermes' replay and repair never touch them.
         "display_only": True,
     }
@@ -158,13 +184,14 @@ def _row(message: Any) -> dict[str, Any] | None:
     return row
 
 
-def message_rows(messages: Any) -> list[dict[str, Any]]:
-    """The rows of a ``messages`` channel value, in order, each message id once."""
+def message_rows(messages: Any, prefix: str = UID_PREFIX) -> list[dict[str, Any]]:
+    """The rows of a ``messages`` channel value, in order, each message id once (uids
+    ``prefix`` and the id, see :func:`uid_prefix`)."""
     if not isinstance(messages, Iterable) or isinstance(messages, str | bytes | Mapping):
         messages = [messages]
     rows: dict[str, dict[str, Any]] = {}
     for message in messages:
-        row = _row(message)
+        row = _row(message, prefix)
         if row is not None and row["uid"] not in rows:
             rows[row["uid"]] = row
     return list(rows.values())

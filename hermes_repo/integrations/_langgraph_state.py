@@ -160,17 +160,20 @@ def latest_of(session_id: str, ns: str) -> Select[Any]:
     )
 
 
-def append_messages(uow: UnitOfWork, session_id: str, value: Any) -> None:
+def append_messages(uow: UnitOfWork, session_id: str, value: Any, prefix: str) -> None:
     """The messages of a ``messages`` channel value the session lacks, as display-only
-    rows in their order (a message a later checkpoint repeats is not stored again)."""
-    rows = message_rows(value)
+    rows in their order (a message a later checkpoint repeats is not stored again);
+    ``prefix`` is the thread's (:func:`uid_prefix`)."""
+    rows = message_rows(value, prefix)
     if rows:
         new = new_message_rows(uow.connection, session_id, rows)
         if new:
             uow.messages.append_many(session_id, new)
 
 
-def append_latest_messages(uow: UnitOfWork, serde: SerializerProtocol, session_id: str) -> None:
+def append_latest_messages(
+    uow: UnitOfWork, serde: SerializerProtocol, session_id: str, prefix: str
+) -> None:
     """The root graph's newest ``messages`` value made rows (after a copy)."""
     conn = uow.connection
     row = conn.execute(latest_of(session_id, "")).first()
@@ -190,7 +193,7 @@ def append_latest_messages(uow: UnitOfWork, serde: SerializerProtocol, session_i
         )
     ).first()
     if found is not None and found.type != "empty":
-        append_messages(uow, session_id, serde.loads_typed((found.type, found.blob)))
+        append_messages(uow, session_id, serde.loads_typed((found.type, found.blob)), prefix)
 
 
 def collect_blobs(conn: Connection, serde: SerializerProtocol, session_id: str, ns: str) -> None:

@@ -41,8 +41,10 @@ try:
         THREAD_KEY,
         check_owner,
         dialect_insert,
+        next_generation,
         own_for_write,
         session_id_for,
+        uid_prefix,
     )
 except ImportError as exc:  # pragma: no cover - exercised without the extra installed
     raise ImportError(
@@ -119,8 +121,9 @@ class HermesSaver(BaseCheckpointSaver[str]):
     values and writes (LangGraph sees no thread any more) and archives its message rows
     with the reason ``langgraph: delete_thread``: they leave search and stay for the
     operator (``hermes-repo sessions show SID --include-inactive``). The session stays;
-    a thread saved again under the id starts afresh in it, and a message id it stored
-    before is not stored again.
+    a thread saved again under the id starts afresh in it (its messages' uids then
+    carry the generation, ``langgraph:1:<id>``, so a repeated message id is stored
+    again).
     """
 
     def __init__(self, store: StateStore, *, serde: SerializerProtocol | None = None) -> None:
@@ -276,7 +279,8 @@ class HermesSaver(BaseCheckpointSaver[str]):
         )
 
         def work(uow: UnitOfWork) -> None:
-            own_for_write(uow, thread_id, sid, create=True)
+            extra = own_for_write(uow, thread_id, sid, create=True)
+            assert extra is not None  # created when missing
             conn = uow.connection
             if blobs:
                 conn.execute(
@@ -300,7 +304,7 @@ class HermesSaver(BaseCheckpointSaver[str]):
                 row,
             )
             if messages is not None:
-                state.append_messages(uow, sid, messages)
+                state.append_messages(uow, sid, messages, uid_prefix(extra))
 
         self.store.write(work)
         return {
@@ -374,11 +378,13 @@ class HermesSaver(BaseCheckpointSaver[str]):
         sid = session_id_for(thread_id)
 
         def work(uow: UnitOfWork) -> None:
-            if not own_for_write(uow, thread_id, sid, create=False):
+            extra = own_for_write(uow, thread_id, sid, create=False)
+            if extra is None:
                 return
             state.delete_rows(uow.connection, sid)
             if uow.messages.archive_active(sid, reason=reason):
                 uow.messages.recount(sid)
+            next_generation(uow, sid, extra)
 
         self.store.write(work)
 
@@ -397,12 +403,13 @@ class HermesSaver(BaseCheckpointSaver[str]):
         source_sid, target_sid = session_id_for(source), session_id_for(target)
 
         def work(uow: UnitOfWork) -> None:
-            if not own_for_write(uow, source, source_sid, create=False):
+            if own_for_write(uow, source, source_sid, create=False) is None:
                 return
-            own_for_write(uow, target, target_sid, create=True)
+            extra = own_for_write(uow, target, target_sid, create=True)
+            assert extra is not None  # created when missing
             if source_sid != target_sid:
                 state.copy_rows(uow.connection, source_sid, target_sid)
-                state.append_latest_messages(uow, self.serde, target_sid)
+                state.append_latest_messages(uow, self.serde, target_sid, uid_prefix(extra))
 
         self.store.write(work)
 
@@ -420,7 +427,7 @@ class HermesSaver(BaseCheckpointSaver[str]):
             sid = session_id_for(text)
 
             def work(uow: UnitOfWork, text: str = text, sid: str = sid) -> None:
-                if own_for_write(uow, text, sid, create=False):
+                if own_for_write(uow, text, sid, create=False) is not None:
                     state.keep_latest(uow.connection, self.serde, sid)
 
             self.store.write(work)
