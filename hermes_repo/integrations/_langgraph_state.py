@@ -6,13 +6,13 @@ hands it; none commits. Values are the framework serializer's ``(type, bytes)`` 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import Checkpoint, CheckpointTuple, writes_sort_key
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from sqlalchemy import delete, func, literal, select, tuple_, update
+from sqlalchemy import bindparam, delete, func, literal, select, tuple_, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql import Select
 
@@ -54,9 +54,30 @@ CHECKPOINT_COLUMNS = (
     CK.c.metadata_type,
     CK.c.metadata,
 )
-# Rows per IN list of row values: 4 columns each stay far below either backend's limit.
+# Rows per IN list of row values: far below either backend's limit on parameters.
 _CHUNK = 200
 _Key = tuple[str, str, str, str]
+
+# Built once: a get_tuple is LangGraph's hottest read, and building the statement cost
+# more than running it. Expanding parameters keep one compiled form per shape.
+_BLOBS = select(BL.c.channel, BL.c.version, BL.c.type, BL.c.blob).where(
+    BL.c.session_id == bindparam("sid"),
+    BL.c.checkpoint_ns == bindparam("ns"),
+    tuple_(BL.c.channel, BL.c.version).in_(bindparam("keys", expanding=True)),
+)
+_WRITES = select(
+    WR.c.checkpoint_id,
+    WR.c.task_id,
+    WR.c.channel,
+    WR.c.type,
+    WR.c.blob,
+    WR.c.task_path,
+    WR.c.idx,
+).where(
+    WR.c.session_id == bindparam("sid"),
+    WR.c.checkpoint_ns == bindparam("ns"),
+    WR.c.checkpoint_id.in_(bindparam("ids", expanding=True)),
+)
 
 
 def _chunks(items: Sequence[Any]) -> Iterable[Sequence[Any]]:
@@ -87,35 +108,24 @@ def tuples_of(
     statements (not one per checkpoint). ``thread_of`` gives a session's thread id;
     ``metadata`` the already decoded metadata by row index."""
     decoded = [serde.loads_typed((row.checkpoint_type, row.checkpoint)) for row in rows]
-    wanted: set[_Key] = set()
+    wanted: dict[tuple[str, str], set[tuple[str, str]]] = {}
     for row, checkpoint in zip(rows, decoded, strict=True):
-        for channel, version in checkpoint["channel_versions"].items():
-            wanted.add((row.session_id, row.checkpoint_ns, channel, str(version)))
+        keys = wanted.setdefault((row.session_id, row.checkpoint_ns), set())
+        keys.update((channel, str(v)) for channel, v in checkpoint["channel_versions"].items())
     blobs: dict[_Key, tuple[str, bytes | None]] = {}
-    key_columns = tuple_(BL.c.session_id, BL.c.checkpoint_ns, BL.c.channel, BL.c.version)
-    for part in _chunks(sorted(wanted)):
-        stmt = select(
-            BL.c.session_id, BL.c.checkpoint_ns, BL.c.channel, BL.c.version, BL.c.type, BL.c.blob
-        ).where(key_columns.in_(part))
-        for sid, ns, channel, version, type_, blob in conn.execute(stmt):
-            blobs[(sid, ns, channel, version)] = (type_, blob)
+    for (sid, ns), keys in wanted.items():
+        for part in _chunks(sorted(keys)):
+            params = {"sid": sid, "ns": ns, "keys": part}
+            for channel, version, type_, blob in conn.execute(_BLOBS, params):
+                blobs[(sid, ns, channel, version)] = (type_, blob)
     writes: dict[tuple[str, str, str], list[tuple[Any, ...]]] = {}
-    owners = sorted({(row.session_id, row.checkpoint_ns, row.checkpoint_id) for row in rows})
-    write_keys = tuple_(WR.c.session_id, WR.c.checkpoint_ns, WR.c.checkpoint_id)
-    for part in _chunks(owners):
-        stmt = select(
-            WR.c.session_id,
-            WR.c.checkpoint_ns,
-            WR.c.checkpoint_id,
-            WR.c.task_id,
-            WR.c.channel,
-            WR.c.type,
-            WR.c.blob,
-            WR.c.task_path,
-            WR.c.idx,
-        ).where(write_keys.in_(part))
-        for write in conn.execute(stmt):
-            writes.setdefault((write[0], write[1], write[2]), []).append(tuple(write[3:]))
+    owners: dict[tuple[str, str], list[str]] = {}
+    for row in rows:
+        owners.setdefault((row.session_id, row.checkpoint_ns), []).append(row.checkpoint_id)
+    for (sid, ns), ids in owners.items():
+        for part in _chunks(ids):
+            for write in conn.execute(_WRITES, {"sid": sid, "ns": ns, "ids": part}):
+                writes.setdefault((sid, ns, write[0]), []).append(tuple(write[1:]))
     out = []
     for index, (row, checkpoint) in enumerate(zip(rows, decoded, strict=True)):
         sid, ns = row.session_id, row.checkpoint_ns
@@ -160,15 +170,25 @@ def latest_of(session_id: str, ns: str) -> Select[Any]:
     )
 
 
-def append_messages(uow: UnitOfWork, session_id: str, value: Any, prefix: str) -> None:
+def append_messages(
+    uow: UnitOfWork,
+    session_id: str,
+    value: Any,
+    prefix: str,
+    known: Collection[str] = (),
+) -> list[str]:
     """The messages of a ``messages`` channel value the session lacks, as display-only
     rows in their order (a message a later checkpoint repeats is not stored again);
-    ``prefix`` is the thread's (:func:`uid_prefix`)."""
+    ``prefix`` is the thread's (:func:`uid_prefix`). ``known``: uids the caller saw
+    stored already (rows are never deleted, so they need no query). Returns the uids of
+    every message of the value, stored once the unit commits."""
     rows = message_rows(value, prefix)
-    if rows:
-        new = new_message_rows(uow.connection, session_id, rows)
+    unknown = [row for row in rows if row["uid"] not in known]
+    if unknown:
+        new = new_message_rows(uow.connection, session_id, unknown)
         if new:
             uow.messages.append_many(session_id, new)
+    return [row["uid"] for row in rows]
 
 
 def append_latest_messages(

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import random
+import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
@@ -80,6 +81,8 @@ DELETE_REASON = "langgraph: delete_thread"
 PRUNE_REASON = "langgraph: prune(strategy='delete')"
 
 _CK = langgraph_checkpoints_table
+# Sessions whose stored message uids a saver remembers (see HermesSaver._remember).
+_REMEMBERED_SESSIONS = 1024
 
 
 def _thread(config: RunnableConfig) -> tuple[Any, str, str]:
@@ -129,6 +132,21 @@ class HermesSaver(BaseCheckpointSaver[str]):
     def __init__(self, store: StateStore, *, serde: SerializerProtocol | None = None) -> None:
         super().__init__(serde=serde)
         self.store = store
+        # Message uids this saver saw committed, by session: a message row is never
+        # deleted, so a put checks only the messages it has not seen (a step adds one
+        # or two) instead of the whole conversation every checkpoint repeats.
+        self._stored: dict[str, set[str]] = {}
+        self._stored_lock = threading.Lock()
+
+    def _known(self, session_id: str) -> frozenset[str]:
+        with self._stored_lock:
+            return frozenset(self._stored.get(session_id, ()))
+
+    def _remember(self, session_id: str, uids: Sequence[str]) -> None:
+        with self._stored_lock:
+            if len(self._stored) >= _REMEMBERED_SESSIONS and session_id not in self._stored:
+                self._stored.clear()  # a bound on memory; forgetting only costs a query
+            self._stored.setdefault(session_id, set()).update(uids)
 
     # -- reads -----------------------------------------------------------------------
 
@@ -278,6 +296,9 @@ class HermesSaver(BaseCheckpointSaver[str]):
             else None
         )
 
+        known = self._known(sid) if messages is not None else frozenset()
+        synced: list[str] = []
+
         def work(uow: UnitOfWork) -> None:
             extra = own_for_write(uow, thread_id, sid, create=True)
             assert extra is not None  # created when missing
@@ -304,9 +325,11 @@ class HermesSaver(BaseCheckpointSaver[str]):
                 row,
             )
             if messages is not None:
-                state.append_messages(uow, sid, messages, uid_prefix(extra))
+                synced[:] = state.append_messages(uow, sid, messages, uid_prefix(extra), known)
 
         self.store.write(work)
+        if synced:
+            self._remember(sid, synced)
         return {
             "configurable": {
                 "thread_id": given,
