@@ -121,3 +121,28 @@ def test_a_session_of_another_source_is_never_read_or_written(
     # Ids that are not session ids get a hashed one, always the same.
     assert session_id_for("a thread / with spaces").startswith("lg-")
     assert json.dumps(session_id_for("x" * 300)) == json.dumps(session_id_for("x" * 300))
+
+
+@pytest.mark.sqlite_only
+def test_a_snapshot_restore_brings_back_the_thread_its_checkpoints_and_its_rows(
+    store: StateStore, home: Path
+) -> None:
+    saver = HermesSaver(store)
+    _talk(saver)
+    graph = chat_graph(saver)
+    state = graph.get_state(CONFIG).values
+    history = [s.config for s in graph.get_state_history(CONFIG)]
+    made = run_cli_from_root("--home", home, "snapshot", "create", "--json")
+    assert made.code == 0, made.stderr
+    saver.delete_thread("trip")
+    store.close()  # a restore of a SQLite file runs alone
+
+    restored = run_cli_from_root(
+        "--home", home, "snapshot", "restore", json.loads(made.stdout)["id"], "--yes"
+    )
+    assert restored.code == 0, restored.stdout + restored.stderr
+    with StateStore.open(home) as reopened:
+        graph = chat_graph(HermesSaver(reopened))
+        assert graph.get_state(CONFIG).values == state
+        assert [s.config for s in graph.get_state_history(CONFIG)] == history
+        assert {hit.session_id for hit in reopened.search("pluie")} == {"trip"}
