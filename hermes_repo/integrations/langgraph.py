@@ -8,7 +8,7 @@
     graph = builder.compile(checkpointer=HermesSaver(StateStore.open()))
     graph.invoke({"messages": [("user", "hi")]}, {"configurable": {"thread_id": "t-1"}})
 
-Needs ``pip install 'langgraph>=1.0' 'langgraph-checkpoint>=3.0'`` (the ``langgraph``
+Needs ``pip install 'langgraph>=1.2' 'langgraph-checkpoint>=4.3'`` (the ``langgraph``
 extra).
 """
 
@@ -50,7 +50,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised without the extra installed
     raise ImportError(
         "hermes_repo.integrations.langgraph needs LangGraph: pip install "
-        "'langgraph>=1.0' 'langgraph-checkpoint>=3.0' (the langgraph extra: pip install "
+        "'langgraph>=1.2' 'langgraph-checkpoint>=4.3' (the langgraph extra: pip install "
         "'.[langgraph]' in a hermes_repo checkout)"
     ) from exc
 
