@@ -7,9 +7,10 @@ own file in WAL mode), and with ``--url`` (or ``HERMES_TEST_PG_URL``) HermesSave
 PostgreSQL store against ``PostgresSaver`` (langgraph-checkpoint-postgres), each on a
 throwaway database of that server (created and dropped here).
 
-The checkpoints are a chat agent's: a ``messages`` channel (LangChain messages of
-corpus-sized text, one more every step: what ``add_messages`` makes), a step counter and
-a 1 KB scratch value that changes every step. HermesSaver also keeps each new message as
+The checkpoints are a chat agent's: a ``messages`` channel (LangChain messages of about
+300 characters, English and Japanese, one more every step, the newest 40 kept: an agent
+that trims its context), a step counter and a 1 KB scratch value that changes every
+step. HermesSaver also keeps each new message as
 a searchable display-only row of the thread's session; the framework's savers keep the
 checkpoint only.
 
@@ -45,6 +46,7 @@ from hermes_repo import StateStore
 from hermes_repo.integrations.langgraph import HermesSaver
 
 NAME = "langgraph"
+WINDOW = 40  # messages a thread keeps (the rest trimmed, as agents trim their context)
 TEXT = (
     "The forecast for Osaka says light rain in the morning, clearing by noon; "
     "大阪の天気は午前中は小雨、昼には晴れる見込みです。 "
@@ -67,7 +69,7 @@ class Thread:
     def put(self) -> None:
         n = self.step
         kind = HumanMessage if n % 2 == 0 else AIMessage
-        self.messages = [*self.messages, kind(content=f"{n}: {TEXT}", id=f"m-{n}")]
+        self.messages = [*self.messages, kind(content=f"{n}: {TEXT}", id=f"m-{n}")][-WINDOW:]
         values = {"messages": self.messages, "step": n, "scratch": f"{n:04d}" * 256}
         new = {
             channel: self.saver.get_next_version(self.versions.get(channel), None)

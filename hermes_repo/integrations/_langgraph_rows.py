@@ -10,7 +10,7 @@ display-only message rows of the session, one per message id.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Table, select, update
@@ -184,17 +184,27 @@ def _row(message: Any, prefix: str) -> dict[str, Any] | None:
     return row
 
 
-def message_rows(messages: Any, prefix: str = UID_PREFIX) -> list[dict[str, Any]]:
-    """The rows of a ``messages`` channel value, in order, each message id once (uids
-    ``prefix`` and the id, see :func:`uid_prefix`)."""
+def message_rows(
+    messages: Any, prefix: str = UID_PREFIX, known: Collection[str] = ()
+) -> tuple[list[str], list[dict[str, Any]]]:
+    """The uids of a ``messages`` channel value's messages, in order, each message id
+    once (``prefix`` and the id, see :func:`uid_prefix`), and the rows of those whose
+    uid is not in ``known`` (a checkpoint repeats the whole conversation: the rows of
+    the messages already stored are not built again)."""
     if not isinstance(messages, Iterable) or isinstance(messages, str | bytes | Mapping):
         messages = [messages]
-    rows: dict[str, dict[str, Any]] = {}
+    uids: dict[str, None] = {}
+    rows: list[dict[str, Any]] = []
     for message in messages:
-        row = _row(message, prefix)
-        if row is not None and row["uid"] not in rows:
-            rows[row["uid"]] = row
-    return list(rows.values())
+        mid = _field(message, "id")
+        if not isinstance(mid, str) or not mid or prefix + mid in uids:
+            continue
+        uids[prefix + mid] = None
+        if prefix + mid not in known:
+            row = _row(message, prefix)
+            assert row is not None  # it has an id
+            rows.append(row)
+    return list(uids), rows
 
 
 def new_message_rows(

@@ -182,13 +182,12 @@ def append_messages(
     ``prefix`` is the thread's (:func:`uid_prefix`). ``known``: uids the caller saw
     stored already (rows are never deleted, so they need no query). Returns the uids of
     every message of the value, stored once the unit commits."""
-    rows = message_rows(value, prefix)
-    unknown = [row for row in rows if row["uid"] not in known]
+    uids, unknown = message_rows(value, prefix, known)
     if unknown:
         new = new_message_rows(uow.connection, session_id, unknown)
         if new:
             uow.messages.append_many(session_id, new)
-    return [row["uid"] for row in rows]
+    return uids
 
 
 def append_latest_messages(
