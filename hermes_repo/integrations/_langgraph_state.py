@@ -17,6 +17,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql import Select
 
 from hermes_repo import UnitOfWork
+from hermes_repo.codec import decode_text, loads
 from hermes_repo.models import (
     langgraph_blobs_table as BL,
 )
@@ -158,6 +159,90 @@ def tuples_of(
             )
         )
     return out
+
+
+_OWNER_SQL = "SELECT source, extra FROM sessions WHERE id = ?"
+_CHECKPOINT_SQL = (
+    "SELECT checkpoint_id, parent_checkpoint_id, checkpoint_type, checkpoint, "
+    "metadata_type, metadata FROM langgraph_checkpoints "
+    "WHERE session_id = ? AND checkpoint_ns = ?"
+)
+_BY_ID_SQL = _CHECKPOINT_SQL + " AND checkpoint_id = ?"
+_LATEST_SQL = _CHECKPOINT_SQL + " ORDER BY checkpoint_id DESC LIMIT 1"
+_BLOBS_SQL = (
+    "SELECT channel, version, type, blob FROM langgraph_blobs "
+    "WHERE session_id = ? AND checkpoint_ns = ? AND (channel, version) IN (VALUES {})"
+)
+_WRITES_SQL = (
+    "SELECT task_id, channel, type, blob, task_path, idx FROM langgraph_writes "
+    "WHERE session_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
+)
+
+
+def _bytes(value: Any) -> Any:
+    # psycopg may hand BYTEA back as a memoryview; the serializer wants bytes.
+    return bytes(value) if isinstance(value, memoryview) else value
+
+
+def one_tuple(
+    conn: Connection,
+    serde: SerializerProtocol,
+    session_id: str,
+    ns: str,
+    checkpoint_id: str | None,
+    thread_id: Any,
+    check: Callable[[str, dict[str, Any]], None],
+) -> CheckpointTuple | None:
+    """:meth:`get_tuple`'s read, on the driver's cursor in the caller's read
+    transaction: LangGraph reads a thread's newest checkpoint at every run, and building
+    and compiling the statements cost more than SQLite running them. ``check`` refuses
+    a session that is not the thread's (given its source and ``extra``)."""
+    dbapi = conn.connection.dbapi_connection
+    assert dbapi is not None
+    server = conn.dialect.name == "postgresql"
+
+    def sql(text: str) -> str:
+        return text.replace("?", "%s") if server else text
+
+    cursor = dbapi.cursor()
+    try:
+        cursor.execute(sql(_OWNER_SQL), (session_id,))
+        owner = cursor.fetchone()
+        if owner is None:
+            return None
+        check(decode_text(owner[0]), loads(owner[1]) if owner[1] is not None else {})
+        if checkpoint_id:
+            cursor.execute(sql(_BY_ID_SQL), (session_id, ns, checkpoint_id))
+        else:
+            cursor.execute(sql(_LATEST_SQL), (session_id, ns))
+        row = cursor.fetchone()
+        if row is None:
+            return None
+        cid, parent, checkpoint_type, body, metadata_type, metadata = row
+        checkpoint = serde.loads_typed((checkpoint_type, _bytes(body)))
+        versions = [(c, str(v)) for c, v in checkpoint["channel_versions"].items()]
+        values: dict[str, Any] = {}
+        if versions:
+            text = _BLOBS_SQL.format(", ".join(["(?, ?)"] * len(versions)))
+            params = [session_id, ns, *(item for pair in versions for item in pair)]
+            cursor.execute(sql(text), params)
+            for channel, _, type_, blob in cursor.fetchall():
+                if type_ != "empty":
+                    values[channel] = serde.loads_typed((type_, _bytes(blob)))
+        cursor.execute(sql(_WRITES_SQL), (session_id, ns, cid))
+        pending = sorted(cursor.fetchall(), key=lambda w: writes_sort_key(w[4], w[0], w[5]))
+    finally:
+        cursor.close()
+    return CheckpointTuple(
+        config=_config(thread_id, ns, cid),
+        checkpoint=cast(Checkpoint, {**checkpoint, "channel_values": values}),
+        metadata=serde.loads_typed((metadata_type, _bytes(metadata))),
+        parent_config=_config(thread_id, ns, parent) if parent else None,
+        pending_writes=[
+            (task_id, channel, serde.loads_typed((type_, _bytes(blob))))
+            for task_id, channel, type_, blob, _, _ in pending
+        ],
+    )
 
 
 def latest_of(session_id: str, ns: str) -> Select[Any]:

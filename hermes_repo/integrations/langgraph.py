@@ -165,20 +165,15 @@ class HermesSaver(BaseCheckpointSaver[str]):
         checkpoint_id = get_checkpoint_id(config)
 
         def work(conn: Connection) -> CheckpointTuple | None:
-            if not self._owned(conn, thread_id, sid):
-                return None
-            if checkpoint_id:
-                stmt = select(*state.CHECKPOINT_COLUMNS).where(
-                    _CK.c.session_id == sid,
-                    _CK.c.checkpoint_ns == ns,
-                    _CK.c.checkpoint_id == checkpoint_id,
-                )
-            else:
-                stmt = state.latest_of(sid, ns)
-            row = conn.execute(stmt).first()
-            if row is None:
-                return None
-            return state.tuples_of(conn, self.serde, [row], lambda _: given)[0]
+            return state.one_tuple(
+                conn,
+                self.serde,
+                sid,
+                ns,
+                checkpoint_id,
+                given,
+                lambda source, extra: check_owner(thread_id, sid, source, extra),
+            )
 
         return self.store.read(work)
 
