@@ -10,6 +10,7 @@ display-only message rows of the session, one per message id.
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -34,6 +35,7 @@ __all__ = [
     "message_rows",
     "new_message_rows",
     "next_generation",
+    "next_version",
     "own_for_write",
     "session_id_for",
     "uid_prefix",
@@ -124,6 +126,18 @@ def next_generation(uow: UnitOfWork, session_id: str, extra: Mapping[str, Any]) 
     uow.connection.execute(
         update(sessions_table).where(sessions_table.c.id == session_id).values(extra=dumps(changed))
     )
+
+
+def next_version(current: str | int | None) -> str:
+    """The version after ``current``, as LangGraph's SQL savers make them: a counter
+    padded to sort as text, then a random tiebreak."""
+    if current is None:
+        count = 0
+    elif isinstance(current, int):
+        count = current
+    else:
+        count = int(current.split(".")[0])
+    return f"{count + 1:032}.{random.random():016}"
 
 
 def dialect_insert(conn: Connection, table: Table) -> Any:

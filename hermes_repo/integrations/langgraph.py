@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import random
 import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
@@ -43,6 +42,7 @@ try:
         check_owner,
         dialect_insert,
         next_generation,
+        next_version,
         own_for_write,
         session_id_for,
         uid_prefix,
@@ -325,13 +325,8 @@ class HermesSaver(BaseCheckpointSaver[str]):
         self.store.write(work)
         if synced:
             self._remember(sid, synced)
-        return {
-            "configurable": {
-                "thread_id": given,
-                "checkpoint_ns": ns,
-                "checkpoint_id": checkpoint["id"],
-            }
-        }
+        stored = {"thread_id": given, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}
+        return {"configurable": stored}
 
     def put_writes(
         self,
@@ -452,13 +447,7 @@ class HermesSaver(BaseCheckpointSaver[str]):
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """Versions LangGraph's SQL savers use: a counter, then a random tiebreak."""
-        if current is None:
-            current_v = 0
-        elif isinstance(current, int):
-            current_v = current
-        else:
-            current_v = int(current.split(".")[0])
-        return f"{current_v + 1:032}.{random.random():016}"
+        return next_version(current)
 
     # -- async: the same work in a worker thread --------------------------------------
 
