@@ -12,11 +12,14 @@ from typing import cast
 from sqlalchemy import (
     BigInteger,
     CheckConstraint,
+    Column,
     Float,
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
+    PrimaryKeyConstraint,
     String,
     Table,
     Text,
@@ -34,6 +37,9 @@ __all__ = [
     "Base",
     "Message",
     "StateMeta",
+    "langgraph_blobs_table",
+    "langgraph_checkpoints_table",
+    "langgraph_writes_table",
     "messages_table",
     "sessions_table",
     "state_meta_table",
@@ -162,3 +168,56 @@ class StateMeta(Base):
 sessions_table = cast(Table, AgentSession.__table__)
 messages_table = cast(Table, Message.__table__)
 state_meta_table = cast(Table, StateMeta.__table__)
+
+
+# LangGraph's checkpoints (hermes_repo.integrations.langgraph), in tables of their own: a
+# thread is a session of source ``langgraph``, and these rows are its framework state,
+# not its conversation (the thread's messages are ordinary display-only message rows).
+# Values are the framework serializer's (type tag, bytes): BLOB on SQLite, BYTEA on
+# PostgreSQL. Sessions are never deleted, so the foreign keys never block the store.
+langgraph_checkpoints_table = Table(
+    "langgraph_checkpoints",
+    Base.metadata,
+    Column("session_id", String, ForeignKey("sessions.id"), nullable=False),
+    Column("checkpoint_ns", String, nullable=False, server_default=text("''")),
+    Column("checkpoint_id", String, nullable=False),
+    Column("parent_checkpoint_id", String),
+    # metadata["run_id"], for delete_for_runs.
+    Column("run_id", String),
+    Column("checkpoint_type", String, nullable=False),
+    Column("checkpoint", LargeBinary, nullable=False),
+    Column("metadata_type", String, nullable=False),
+    Column("metadata", LargeBinary, nullable=False),
+    PrimaryKeyConstraint("session_id", "checkpoint_ns", "checkpoint_id"),
+    Index(None, "run_id"),
+)
+
+# One channel value per (channel, version): a checkpoint names the versions it holds,
+# so a value unchanged across steps is stored once.
+langgraph_blobs_table = Table(
+    "langgraph_blobs",
+    Base.metadata,
+    Column("session_id", String, ForeignKey("sessions.id"), nullable=False),
+    Column("checkpoint_ns", String, nullable=False, server_default=text("''")),
+    Column("channel", String, nullable=False),
+    Column("version", String, nullable=False),
+    Column("type", String, nullable=False),
+    Column("blob", LargeBinary),
+    PrimaryKeyConstraint("session_id", "checkpoint_ns", "channel", "version"),
+)
+
+# The pending writes of a checkpoint's tasks.
+langgraph_writes_table = Table(
+    "langgraph_writes",
+    Base.metadata,
+    Column("session_id", String, ForeignKey("sessions.id"), nullable=False),
+    Column("checkpoint_ns", String, nullable=False, server_default=text("''")),
+    Column("checkpoint_id", String, nullable=False),
+    Column("task_id", String, nullable=False),
+    Column("idx", Integer, nullable=False),
+    Column("channel", String, nullable=False),
+    Column("type", String, nullable=False),
+    Column("blob", LargeBinary, nullable=False),
+    Column("task_path", String, nullable=False, server_default=text("''")),
+    PrimaryKeyConstraint("session_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx"),
+)

@@ -7,6 +7,8 @@ session (listed, searched, checked, snapshotted and repaired like any other).
   the OpenAI Agents SDK (extra ``hermes_repo[openai-agents]``).
 * :mod:`hermes_repo.integrations.pydantic_ai`: ``HermesConversationStore``, a
   ``ConversationStore`` for pydantic-ai (extra ``hermes_repo[pydantic-ai]``).
+* :mod:`hermes_repo.integrations.langgraph`: ``HermesSaver``, a checkpointer
+  (``BaseCheckpointSaver``) for LangGraph (extra ``hermes_repo[langgraph]``).
 
-Neither is imported by ``import hermes_repo``: the frameworks are optional.
+None is imported by ``import hermes_repo``: the frameworks are optional.
 """

@@ -28,7 +28,7 @@ def _examples() -> dict[str, str]:
 
 
 def test_every_framework_has_a_runnable_example() -> None:
-    assert set(_examples()) >= {"OpenAI Agents SDK", "pydantic-ai"}
+    assert set(_examples()) >= {"OpenAI Agents SDK", "pydantic-ai", "LangGraph"}
 
 
 @pytest.mark.parametrize("framework", sorted(_examples()))

@@ -20,7 +20,15 @@ from hermes_repo.schema import fts, migrate
 
 ROOT = Path(__file__).resolve().parents[2]
 
-EXPECTED_TABLES = {"alembic_version", "sessions", "messages", "state_meta"}
+EXPECTED_TABLES = {
+    "alembic_version",
+    "sessions",
+    "messages",
+    "state_meta",
+    "langgraph_checkpoints",
+    "langgraph_blobs",
+    "langgraph_writes",
+}
 EXPECTED_INDEXES = {
     "ix_sessions_started_at",
     "ix_sessions_parent_session_id",

@@ -1,0 +1,388 @@
+"""The statements behind :class:`~hermes_repo.integrations.langgraph.HermesSaver`.
+
+Every function runs on a connection (a read) or in a unit of work (a write) the saver
+hands it; none commits. Values are the framework serializer's ``(type, bytes)`` pairs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import Any, cast
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import Checkpoint, CheckpointTuple, writes_sort_key
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from sqlalchemy import bindparam, delete, func, literal, select, tuple_, update
+from sqlalchemy.engine import Connection
+from sqlalchemy.sql import Select
+
+from hermes_repo import UnitOfWork
+from hermes_repo.codec import decode_text, loads
+from hermes_repo.models import (
+    langgraph_blobs_table as BL,
+)
+from hermes_repo.models import (
+    langgraph_checkpoints_table as CK,
+)
+from hermes_repo.models import (
+    langgraph_writes_table as WR,
+)
+
+from ._langgraph_rows import (
+    MESSAGES_CHANNEL,
+    dialect_insert,
+    message_rows,
+    new_message_rows,
+)
+
+__all__ = [
+    "CHECKPOINT_COLUMNS",
+    "append_messages",
+    "collect_blobs",
+    "copy_rows",
+    "delete_rows",
+    "tuples_of",
+]
+
+#: What a read of checkpoints selects (``tuples_of`` turns the rows into tuples).
+CHECKPOINT_COLUMNS = (
+    CK.c.session_id,
+    CK.c.checkpoint_ns,
+    CK.c.checkpoint_id,
+    CK.c.parent_checkpoint_id,
+    CK.c.checkpoint_type,
+    CK.c.checkpoint,
+    CK.c.metadata_type,
+    CK.c.metadata,
+)
+# Rows per IN list of row values: far below either backend's limit on parameters.
+_CHUNK = 200
+_Key = tuple[str, str, str, str]
+
+# Built once: a get_tuple is LangGraph's hottest read, and building the statement cost
+# more than running it. Expanding parameters keep one compiled form per shape.
+_BLOBS = select(BL.c.channel, BL.c.version, BL.c.type, BL.c.blob).where(
+    BL.c.session_id == bindparam("sid"),
+    BL.c.checkpoint_ns == bindparam("ns"),
+    tuple_(BL.c.channel, BL.c.version).in_(bindparam("keys", expanding=True)),
+)
+_WRITES = select(
+    WR.c.checkpoint_id,
+    WR.c.task_id,
+    WR.c.channel,
+    WR.c.type,
+    WR.c.blob,
+    WR.c.task_path,
+    WR.c.idx,
+).where(
+    WR.c.session_id == bindparam("sid"),
+    WR.c.checkpoint_ns == bindparam("ns"),
+    WR.c.checkpoint_id.in_(bindparam("ids", expanding=True)),
+)
+
+
+def _chunks(items: Sequence[Any]) -> Iterable[Sequence[Any]]:
+    for start in range(0, len(items), _CHUNK):
+        yield items[start : start + _CHUNK]
+
+
+def _config(thread_id: Any, ns: str, checkpoint_id: str) -> RunnableConfig:
+    return {
+        "configurable": {
+            "thread_id": thread_id,
+            "checkpoint_ns": ns,
+            "checkpoint_id": checkpoint_id,
+        }
+    }
+
+
+def tuples_of(
+    conn: Connection,
+    serde: SerializerProtocol,
+    rows: Sequence[Any],
+    thread_of: Callable[[str], Any],
+    *,
+    metadata: Mapping[int, Any] | None = None,
+) -> list[CheckpointTuple]:
+    """The checkpoint tuples of ``rows`` (selected with :data:`CHECKPOINT_COLUMNS`): the
+    channel values each names and the pending writes of each, read in a few batched
+    statements (not one per checkpoint). ``thread_of`` gives a session's thread id;
+    ``metadata`` the already decoded metadata by row index."""
+    decoded = [serde.loads_typed((row.checkpoint_type, row.checkpoint)) for row in rows]
+    wanted: dict[tuple[str, str], set[tuple[str, str]]] = {}
+    for row, checkpoint in zip(rows, decoded, strict=True):
+        keys = wanted.setdefault((row.session_id, row.checkpoint_ns), set())
+        keys.update((channel, str(v)) for channel, v in checkpoint["channel_versions"].items())
+    blobs: dict[_Key, tuple[str, bytes | None]] = {}
+    for (sid, ns), keys in wanted.items():
+        for part in _chunks(sorted(keys)):
+            params = {"sid": sid, "ns": ns, "keys": part}
+            for channel, version, type_, blob in conn.execute(_BLOBS, params):
+                blobs[(sid, ns, channel, version)] = (type_, blob)
+    writes: dict[tuple[str, str, str], list[tuple[Any, ...]]] = {}
+    owners: dict[tuple[str, str], list[str]] = {}
+    for row in rows:
+        owners.setdefault((row.session_id, row.checkpoint_ns), []).append(row.checkpoint_id)
+    for (sid, ns), ids in owners.items():
+        for part in _chunks(ids):
+            for write in conn.execute(_WRITES, {"sid": sid, "ns": ns, "ids": part}):
+                writes.setdefault((sid, ns, write[0]), []).append(tuple(write[1:]))
+    out = []
+    for index, (row, checkpoint) in enumerate(zip(rows, decoded, strict=True)):
+        sid, ns = row.session_id, row.checkpoint_ns
+        values = {}
+        for channel, version in checkpoint["channel_versions"].items():
+            found = blobs.get((sid, ns, channel, str(version)))
+            if found is not None and found[0] != "empty":
+                values[channel] = serde.loads_typed(found)  # type: ignore[arg-type]
+        pending = sorted(
+            writes.get((sid, ns, row.checkpoint_id), ()),
+            key=lambda w: writes_sort_key(w[4], w[0], w[5]),
+        )
+        thread_id = thread_of(sid)
+        meta = (
+            metadata[index]
+            if metadata is not None
+            else serde.loads_typed((row.metadata_type, row.metadata))
+        )
+        parent = row.parent_checkpoint_id
+        out.append(
+            CheckpointTuple(
+                config=_config(thread_id, ns, row.checkpoint_id),
+                checkpoint=cast(Checkpoint, {**checkpoint, "channel_values": values}),
+                metadata=meta,
+                parent_config=_config(thread_id, ns, parent) if parent else None,
+                pending_writes=[
+                    (task_id, channel, serde.loads_typed((type_, blob)))
+                    for task_id, channel, type_, blob, _, _ in pending
+                ],
+            )
+        )
+    return out
+
+
+_OWNER_SQL = "SELECT source, extra FROM sessions WHERE id = ?"
+_CHECKPOINT_SQL = (
+    "SELECT checkpoint_id, parent_checkpoint_id, checkpoint_type, checkpoint, "
+    "metadata_type, metadata FROM langgraph_checkpoints "
+    "WHERE session_id = ? AND checkpoint_ns = ?"
+)
+_BY_ID_SQL = _CHECKPOINT_SQL + " AND checkpoint_id = ?"
+_LATEST_SQL = _CHECKPOINT_SQL + " ORDER BY checkpoint_id DESC LIMIT 1"
+_BLOBS_SQL = (
+    "SELECT channel, version, type, blob FROM langgraph_blobs "
+    "WHERE session_id = ? AND checkpoint_ns = ? AND (channel, version) IN (VALUES {})"
+)
+_WRITES_SQL = (
+    "SELECT task_id, channel, type, blob, task_path, idx FROM langgraph_writes "
+    "WHERE session_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
+)
+
+
+def _bytes(value: Any) -> Any:
+    # psycopg may hand BYTEA back as a memoryview; the serializer wants bytes.
+    return bytes(value) if isinstance(value, memoryview) else value
+
+
+def one_tuple(
+    conn: Connection,
+    serde: SerializerProtocol,
+    session_id: str,
+    ns: str,
+    checkpoint_id: str | None,
+    thread_id: Any,
+    check: Callable[[str, dict[str, Any]], None],
+) -> CheckpointTuple | None:
+    """:meth:`get_tuple`'s read, on the driver's cursor in the caller's read
+    transaction: LangGraph reads a thread's newest checkpoint at every run, and building
+    and compiling the statements cost more than SQLite running them. ``check`` refuses
+    a session that is not the thread's (given its source and ``extra``)."""
+    dbapi = conn.connection.dbapi_connection
+    assert dbapi is not None
+    server = conn.dialect.name == "postgresql"
+
+    def sql(text: str) -> str:
+        return text.replace("?", "%s") if server else text
+
+    cursor = dbapi.cursor()
+    try:
+        cursor.execute(sql(_OWNER_SQL), (session_id,))
+        owner = cursor.fetchone()
+        if owner is None:
+            return None
+        check(decode_text(owner[0]), loads(owner[1]) if owner[1] is not None else {})
+        if checkpoint_id:
+            cursor.execute(sql(_BY_ID_SQL), (session_id, ns, checkpoint_id))
+        else:
+            cursor.execute(sql(_LATEST_SQL), (session_id, ns))
+        row = cursor.fetchone()
+        if row is None:
+            return None
+        cid, parent, checkpoint_type, body, metadata_type, metadata = row
+        checkpoint = serde.loads_typed((checkpoint_type, _bytes(body)))
+        versions = [(c, str(v)) for c, v in checkpoint["channel_versions"].items()]
+        values: dict[str, Any] = {}
+        if versions:
+            text = _BLOBS_SQL.format(", ".join(["(?, ?)"] * len(versions)))
+            params = [session_id, ns, *(item for pair in versions for item in pair)]
+            cursor.execute(sql(text), params)
+            for channel, _, type_, blob in cursor.fetchall():
+                if type_ != "empty":
+                    values[channel] = serde.loads_typed((type_, _bytes(blob)))
+        cursor.execute(sql(_WRITES_SQL), (session_id, ns, cid))
+        pending = sorted(cursor.fetchall(), key=lambda w: writes_sort_key(w[4], w[0], w[5]))
+    finally:
+        cursor.close()
+    return CheckpointTuple(
+        config=_config(thread_id, ns, cid),
+        checkpoint=cast(Checkpoint, {**checkpoint, "channel_values": values}),
+        metadata=serde.loads_typed((metadata_type, _bytes(metadata))),
+        parent_config=_config(thread_id, ns, parent) if parent else None,
+        pending_writes=[
+            (task_id, channel, serde.loads_typed((type_, _bytes(blob))))
+            for task_id, channel, type_, blob, _, _ in pending
+        ],
+    )
+
+
+def latest_of(session_id: str, ns: str) -> Select[Any]:
+    """The newest checkpoint of a namespace (ids grow with time, as every saver reads)."""
+    return (
+        select(*CHECKPOINT_COLUMNS)
+        .where(CK.c.session_id == session_id, CK.c.checkpoint_ns == ns)
+        .order_by(CK.c.checkpoint_id.desc())
+        .limit(1)
+    )
+
+
+def append_messages(
+    uow: UnitOfWork,
+    session_id: str,
+    value: Any,
+    prefix: str,
+    known: Collection[str] = (),
+) -> list[str]:
+    """The messages of a ``messages`` channel value the session lacks, as display-only
+    rows in their order (a message a later checkpoint repeats is not stored again);
+    ``prefix`` is the thread's (:func:`uid_prefix`). ``known``: uids the caller saw
+    stored already (rows are never deleted, so they need no query). Returns the uids of
+    every message of the value, stored once the unit commits."""
+    uids, unknown = message_rows(value, prefix, known)
+    if unknown:
+        new = new_message_rows(uow.connection, session_id, unknown)
+        if new:
+            uow.messages.append_many(session_id, new)
+    return uids
+
+
+def append_latest_messages(
+    uow: UnitOfWork, serde: SerializerProtocol, session_id: str, prefix: str
+) -> None:
+    """The root graph's newest ``messages`` value made rows (after a copy)."""
+    conn = uow.connection
+    row = conn.execute(latest_of(session_id, "")).first()
+    if row is None:
+        return
+    version = serde.loads_typed((row.checkpoint_type, row.checkpoint))["channel_versions"].get(
+        MESSAGES_CHANNEL
+    )
+    if version is None:
+        return
+    found = conn.execute(
+        select(BL.c.type, BL.c.blob).where(
+            BL.c.session_id == session_id,
+            BL.c.checkpoint_ns == "",
+            BL.c.channel == MESSAGES_CHANNEL,
+            BL.c.version == str(version),
+        )
+    ).first()
+    if found is not None and found.type != "empty":
+        append_messages(uow, session_id, serde.loads_typed((found.type, found.blob)), prefix)
+
+
+def collect_blobs(conn: Connection, serde: SerializerProtocol, session_id: str, ns: str) -> None:
+    """Delete the channel values no checkpoint of the namespace names any more."""
+    referenced: set[tuple[str, str]] = set()
+    stmt = select(CK.c.checkpoint_type, CK.c.checkpoint).where(
+        CK.c.session_id == session_id, CK.c.checkpoint_ns == ns
+    )
+    for type_, blob in conn.execute(stmt):
+        versions = serde.loads_typed((type_, blob))["channel_versions"]
+        referenced.update((channel, str(version)) for channel, version in versions.items())
+    stored = conn.execute(
+        select(BL.c.channel, BL.c.version).where(
+            BL.c.session_id == session_id, BL.c.checkpoint_ns == ns
+        )
+    ).all()
+    garbage = [(c, v) for c, v in stored if (c, v) not in referenced]
+    for part in _chunks(garbage):
+        conn.execute(
+            delete(BL).where(
+                BL.c.session_id == session_id,
+                BL.c.checkpoint_ns == ns,
+                tuple_(BL.c.channel, BL.c.version).in_(part),
+            )
+        )
+
+
+def delete_rows(conn: Connection, session_id: str) -> None:
+    """Every checkpoint, channel value and pending write of the session."""
+    for table in (WR, BL, CK):
+        conn.execute(delete(table).where(table.c.session_id == session_id))
+
+
+def delete_runs(conn: Connection, serde: SerializerProtocol, run_ids: Sequence[str]) -> None:
+    """The checkpoints of these runs, their writes, and the values only they named."""
+    touched: set[tuple[str, str]] = set()
+    for part in _chunks(list(run_ids)):
+        found = conn.execute(
+            select(CK.c.session_id, CK.c.checkpoint_ns, CK.c.checkpoint_id).where(
+                CK.c.run_id.in_(part)
+            )
+        ).all()
+        keys = [(sid, ns, cid) for sid, ns, cid in found]
+        touched.update((sid, ns) for sid, ns, _ in keys)
+        write_keys = tuple_(WR.c.session_id, WR.c.checkpoint_ns, WR.c.checkpoint_id)
+        for keys_part in _chunks(keys):
+            conn.execute(delete(WR).where(write_keys.in_(keys_part)))
+        conn.execute(delete(CK).where(CK.c.run_id.in_(part)))
+    for sid, ns in sorted(touched):
+        collect_blobs(conn, serde, sid, ns)
+
+
+def keep_latest(conn: Connection, serde: SerializerProtocol, session_id: str) -> None:
+    """Only the newest checkpoint of each namespace (and its writes and values) stays;
+    it becomes a root (its parent is gone)."""
+    heads = conn.execute(
+        select(CK.c.checkpoint_ns, func.max(CK.c.checkpoint_id))
+        .where(CK.c.session_id == session_id)
+        .group_by(CK.c.checkpoint_ns)
+    ).all()
+    for ns, head in heads:
+        kept = (CK.c.session_id == session_id, CK.c.checkpoint_ns == ns)
+        conn.execute(
+            delete(WR).where(
+                WR.c.session_id == session_id,
+                WR.c.checkpoint_ns == ns,
+                WR.c.checkpoint_id != head,
+            )
+        )
+        conn.execute(delete(CK).where(*kept, CK.c.checkpoint_id != head))
+        conn.execute(
+            update(CK).where(*kept, CK.c.checkpoint_id == head).values(parent_checkpoint_id=None)
+        )
+        collect_blobs(conn, serde, session_id, ns)
+
+
+def copy_rows(conn: Connection, source: str, target: str) -> None:
+    """Every checkpoint, channel value and pending write of ``source`` into ``target``
+    (rows it already has are kept)."""
+    for table in (CK, BL, WR):
+        others = [c for c in table.c if c.name != "session_id"]
+        chosen = select(literal(target), *others).where(table.c.session_id == source)
+        stmt = (
+            dialect_insert(conn, table)
+            .from_select(["session_id", *(c.name for c in others)], chosen)
+            .on_conflict_do_nothing()
+        )
+        conn.execute(stmt)

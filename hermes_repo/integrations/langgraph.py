@@ -1,0 +1,499 @@
+"""A LangGraph checkpointer (``BaseCheckpointSaver``) on a hermes_repo store.
+
+::
+
+    from hermes_repo import StateStore
+    from hermes_repo.integrations.langgraph import HermesSaver
+
+    graph = builder.compile(checkpointer=HermesSaver(StateStore.open()))
+    graph.invoke({"messages": [("user", "hi")]}, {"configurable": {"thread_id": "t-1"}})
+
+Needs ``pip install 'langgraph>=1.2' 'langgraph-checkpoint>=4.3'`` (the ``langgraph``
+extra).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import threading
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
+
+try:
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.checkpoint.base import (
+        WRITES_IDX_MAP,
+        BaseCheckpointSaver,
+        ChannelVersions,
+        Checkpoint,
+        CheckpointMetadata,
+        CheckpointTuple,
+        get_checkpoint_id,
+        get_checkpoint_metadata,
+    )
+    from langgraph.checkpoint.serde.base import SerializerProtocol
+
+    from . import _langgraph_state as state
+    from ._langgraph_rows import (
+        MESSAGES_CHANNEL,
+        SOURCE,
+        THREAD_KEY,
+        check_owner,
+        dialect_insert,
+        next_generation,
+        next_version,
+        own_for_write,
+        session_id_for,
+        uid_prefix,
+    )
+except ImportError as exc:  # pragma: no cover - exercised without the extra installed
+    raise ImportError(
+        "hermes_repo.integrations.langgraph needs LangGraph: pip install "
+        "'langgraph>=1.2' 'langgraph-checkpoint>=4.3' (the langgraph extra: pip install "
+        "'.[langgraph]' in a hermes_repo checkout)"
+    ) from exc
+
+from sqlalchemy import select
+from sqlalchemy.engine import Connection
+
+from hermes_repo import SessionRepository, SessionTakenError, StateStore, UnitOfWork
+from hermes_repo.codec import loads
+from hermes_repo.models import (
+    langgraph_blobs_table,
+    langgraph_checkpoints_table,
+    langgraph_writes_table,
+    sessions_table,
+)
+
+__all__ = [
+    "DELETE_REASON",
+    "PRUNE_REASON",
+    "SOURCE",
+    "HermesSaver",
+    "SessionTakenError",
+    "session_id_for",
+]
+
+#: The archive reason of the message rows of a thread deleted through LangGraph.
+DELETE_REASON = "langgraph: delete_thread"
+#: The archive reason of the message rows of a thread pruned with ``strategy="delete"``.
+PRUNE_REASON = "langgraph: prune(strategy='delete')"
+
+_CK = langgraph_checkpoints_table
+# Sessions whose stored message uids a saver remembers (see HermesSaver._remember).
+_REMEMBERED_SESSIONS = 1024
+
+
+def _thread(config: RunnableConfig) -> tuple[Any, str, str]:
+    """The config's thread id as given, as text, and its session id."""
+    given = config["configurable"]["thread_id"]
+    text = str(given)
+    return given, text, session_id_for(text)
+
+
+class HermesSaver(BaseCheckpointSaver[str]):
+    """LangGraph's ``BaseCheckpointSaver`` on a :class:`~hermes_repo.StateStore` (SQLite
+    or PostgreSQL); the store stays the caller's to close.
+
+    A thread is an ordinary session of source ``langgraph`` titled with the thread id
+    (its session id is the thread id when it is a valid session id, else ``lg-`` and a
+    hash of it, see :func:`session_id_for`), so ``hermes-repo sessions list``,
+    ``search``, ``doctor`` and snapshots see it. Checkpoints, the channel values they
+    name (one row per channel version, so an unchanged value is stored once) and the
+    tasks' pending writes are rows of the store's ``langgraph_*`` tables. The messages
+    of the root graph's ``messages`` channel (LangChain messages or message dicts) are
+    also ``display_only`` message rows of the session, one per message id (uid
+    ``langgraph:<id>``): however often checkpoints repeat a message, it is stored
+    once; a message without an id is not copied (nothing would keep it once).
+
+    Every call checks, in the transaction that does its work, that the session is this
+    thread's: a session of another source (or of another thread hashing to the same id)
+    is refused with :class:`SessionTakenError` and nothing of it is read or written.
+
+    Every write is one unit of work on the store, retried whole within the store's
+    write budget on a locked or busy database: the checkpoint, its new channel values
+    and its messages commit together or not at all, and :meth:`put` returns only once
+    they are durable. The session row is locked by each write (``FOR UPDATE`` on a
+    server), so concurrent writers of one thread take turns and never interleave a
+    checkpoint's rows. Past the budget the store's error (a
+    :class:`~hermes_repo.HermesRepoError`) reaches the graph. The async methods run the
+    same work in a worker thread: the event loop never waits on the database.
+
+    **What delete does:** :meth:`delete_thread` deletes the thread's checkpoints,
+    values and writes (LangGraph sees no thread any more) and archives its message rows
+    with the reason ``langgraph: delete_thread``: they leave search and stay for the
+    operator (``hermes-repo sessions show SID --include-inactive``). The session stays;
+    a thread saved again under the id starts afresh in it (its messages' uids then
+    carry the generation, ``langgraph:1:<id>``, so a repeated message id is stored
+    again).
+    """
+
+    def __init__(self, store: StateStore, *, serde: SerializerProtocol | None = None) -> None:
+        super().__init__(serde=serde)
+        self.store = store
+        # Message uids this saver saw committed, by session: a message row is never
+        # deleted, so a put checks only the messages it has not seen (a step adds one
+        # or two) instead of the whole conversation every checkpoint repeats.
+        self._stored: dict[str, set[str]] = {}
+        self._stored_lock = threading.Lock()
+
+    def _known(self, session_id: str) -> frozenset[str]:
+        with self._stored_lock:
+            return frozenset(self._stored.get(session_id, ()))
+
+    def _remember(self, session_id: str, uids: Sequence[str]) -> None:
+        with self._stored_lock:
+            if len(self._stored) >= _REMEMBERED_SESSIONS and session_id not in self._stored:
+                self._stored.clear()  # a bound on memory; forgetting only costs a query
+            self._stored.setdefault(session_id, set()).update(uids)
+
+    # -- reads -----------------------------------------------------------------------
+
+    def _owned(self, conn: Connection, thread_id: str, session_id: str) -> bool:
+        found = SessionRepository(conn).source_and_extra(session_id)
+        if found is None:
+            return False
+        check_owner(thread_id, session_id, *found)
+        return True
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint ``config`` names (its ``checkpoint_id``), else the thread's
+        newest in the config's namespace; None when there is none."""
+        given, thread_id, sid = _thread(config)
+        ns = config["configurable"].get("checkpoint_ns", "")
+        checkpoint_id = get_checkpoint_id(config)
+
+        def work(conn: Connection) -> CheckpointTuple | None:
+            return state.one_tuple(
+                conn,
+                self.serde,
+                sid,
+                ns,
+                checkpoint_id,
+                given,
+                lambda source, extra: check_owner(thread_id, sid, source, extra),
+            )
+
+        return self.store.read(work)
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Checkpoints newest first: of the config's thread (and namespace and
+        checkpoint id when given), else of every LangGraph thread of the store; only
+        those whose metadata holds every ``filter`` item, older than ``before``, at most
+        ``limit``. Read in one read transaction."""
+        yield from self.store.read(lambda conn: self._list(conn, config, filter, before, limit))
+
+    def _list(
+        self,
+        conn: Connection,
+        config: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
+    ) -> builtins.list[CheckpointTuple]:
+        if limit is not None and limit <= 0:
+            return []
+        stmt = select(*state.CHECKPOINT_COLUMNS).order_by(_CK.c.checkpoint_id.desc())
+        threads: dict[str, Any] = {}
+        if config is not None:
+            given, thread_id, sid = _thread(config)
+            if not self._owned(conn, thread_id, sid):
+                return []
+            threads[sid] = given
+            stmt = stmt.where(_CK.c.session_id == sid)
+            ns = config["configurable"].get("checkpoint_ns")
+            if ns is not None:
+                stmt = stmt.where(_CK.c.checkpoint_ns == ns)
+            if checkpoint_id := get_checkpoint_id(config):
+                stmt = stmt.where(_CK.c.checkpoint_id == checkpoint_id)
+        else:
+            owners = select(sessions_table.c.id, sessions_table.c.title, sessions_table.c.extra)
+            for sid, title, extra in conn.execute(owners.where(sessions_table.c.source == SOURCE)):
+                threads[sid] = (loads(extra) if extra else {}).get(THREAD_KEY, title)
+            stmt = stmt.join(sessions_table, sessions_table.c.id == _CK.c.session_id).where(
+                sessions_table.c.source == SOURCE
+            )
+        if before is not None and (before_id := get_checkpoint_id(before)):
+            stmt = stmt.where(_CK.c.checkpoint_id < before_id)
+        if not filter:
+            if limit is not None:
+                stmt = stmt.limit(limit)
+            rows = conn.execute(stmt).all()
+            return state.tuples_of(conn, self.serde, rows, threads.__getitem__)
+        kept: builtins.list[Any] = []
+        metadata: dict[int, Any] = {}
+        for row in conn.execute(stmt):
+            meta = self.serde.loads_typed((row.metadata_type, row.metadata))
+            if all(meta.get(key) == value for key, value in filter.items()):
+                metadata[len(kept)] = meta
+                kept.append(row)
+                if limit is not None and len(kept) >= limit:
+                    break
+        return state.tuples_of(conn, self.serde, kept, threads.__getitem__, metadata=metadata)
+
+    # -- writes ----------------------------------------------------------------------
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store a checkpoint and its new channel values (and the root graph's new
+        messages) in one unit of work; returns the config naming it once durable."""
+        given, thread_id, sid = _thread(config)
+        ns = config["configurable"].get("checkpoint_ns", "")
+        parent = config["configurable"].get("checkpoint_id")
+        body: dict[str, Any] = dict(checkpoint)
+        values: dict[str, Any] = body.pop("channel_values")
+        blobs = []
+        for channel, version in new_versions.items():
+            type_, blob = (
+                self.serde.dumps_typed(values[channel]) if channel in values else ("empty", None)
+            )
+            blobs.append(
+                {
+                    "session_id": sid,
+                    "checkpoint_ns": ns,
+                    "channel": channel,
+                    "version": str(version),
+                    "type": type_,
+                    "blob": blob,
+                }
+            )
+        meta = get_checkpoint_metadata(config, metadata)
+        checkpoint_type, checkpoint_blob = self.serde.dumps_typed(body)
+        metadata_type, metadata_blob = self.serde.dumps_typed(meta)
+        run_id = meta.get("run_id")
+        row = {
+            "session_id": sid,
+            "checkpoint_ns": ns,
+            "checkpoint_id": checkpoint["id"],
+            "parent_checkpoint_id": parent,
+            "run_id": None if run_id is None else str(run_id),
+            "checkpoint_type": checkpoint_type,
+            "checkpoint": checkpoint_blob,
+            "metadata_type": metadata_type,
+            "metadata": metadata_blob,
+        }
+        messages = (
+            values.get(MESSAGES_CHANNEL)
+            if ns == "" and MESSAGES_CHANNEL in new_versions and MESSAGES_CHANNEL in values
+            else None
+        )
+
+        known = self._known(sid) if messages is not None else frozenset()
+        synced: list[str] = []
+
+        def work(uow: UnitOfWork) -> None:
+            extra = own_for_write(uow, thread_id, sid, create=True)
+            assert extra is not None  # created when missing
+            conn = uow.connection
+            if blobs:
+                conn.execute(
+                    dialect_insert(conn, langgraph_blobs_table).on_conflict_do_nothing(), blobs
+                )
+            insert = dialect_insert(conn, _CK)
+            conn.execute(
+                insert.on_conflict_do_update(
+                    index_elements=["session_id", "checkpoint_ns", "checkpoint_id"],
+                    set_={
+                        name: insert.excluded[name]
+                        for name in (
+                            "run_id",
+                            "checkpoint_type",
+                            "checkpoint",
+                            "metadata_type",
+                            "metadata",
+                        )
+                    },
+                ),
+                row,
+            )
+            if messages is not None:
+                synced[:] = state.append_messages(uow, sid, messages, uid_prefix(extra), known)
+
+        self.store.write(work)
+        if synced:
+            self._remember(sid, synced)
+        stored = {"thread_id": given, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}
+        return {"configurable": stored}
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store a task's writes for the checkpoint ``config`` names, in one unit of
+        work. A write already stored is kept (the special channels' are replaced), as
+        LangGraph's own savers do."""
+        _, thread_id, sid = _thread(config)
+        ns = config["configurable"].get("checkpoint_ns", "")
+        checkpoint_id = config["configurable"]["checkpoint_id"]
+        rows = []
+        for idx, (channel, value) in enumerate(writes):
+            type_, blob = self.serde.dumps_typed(value)
+            rows.append(
+                {
+                    "session_id": sid,
+                    "checkpoint_ns": ns,
+                    "checkpoint_id": checkpoint_id,
+                    "task_id": task_id,
+                    "task_path": task_path,
+                    "idx": WRITES_IDX_MAP.get(channel, idx),
+                    "channel": channel,
+                    "type": type_,
+                    "blob": blob,
+                }
+            )
+        replace = all(channel in WRITES_IDX_MAP for channel, _ in writes)
+
+        def work(uow: UnitOfWork) -> None:
+            own_for_write(uow, thread_id, sid, create=True)
+            conn = uow.connection
+            insert = dialect_insert(conn, langgraph_writes_table)
+            stmt = (
+                insert.on_conflict_do_update(
+                    index_elements=[
+                        "session_id",
+                        "checkpoint_ns",
+                        "checkpoint_id",
+                        "task_id",
+                        "idx",
+                    ],
+                    set_={name: insert.excluded[name] for name in ("channel", "type", "blob")},
+                )
+                if replace
+                else insert.on_conflict_do_nothing()
+            )
+            conn.execute(stmt, rows)
+
+        if rows:
+            self.store.write(work)
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete the thread's checkpoints, values and writes; archive its message rows
+        with the reason :data:`DELETE_REASON` (the session and its rows stay)."""
+        self._drop(str(thread_id), DELETE_REASON)
+
+    def _drop(self, thread_id: str, reason: str) -> None:
+        sid = session_id_for(thread_id)
+
+        def work(uow: UnitOfWork) -> None:
+            extra = own_for_write(uow, thread_id, sid, create=False)
+            if extra is None:
+                return
+            state.delete_rows(uow.connection, sid)
+            if uow.messages.archive_active(sid, reason=reason):
+                uow.messages.recount(sid)
+            next_generation(uow, sid, extra)
+
+        self.store.write(work)
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the checkpoints of these runs (``metadata["run_id"]``), in every
+        thread and namespace, with their writes and the values only they named."""
+        ids = [str(run_id) for run_id in run_ids]
+        if ids:
+            self.store.write(lambda uow: state.delete_runs(uow.connection, self.serde, ids))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint, value and write of one thread to another (and the
+        messages of its newest root checkpoint to the target's rows). A source with no
+        session copies nothing."""
+        source, target = str(source_thread_id), str(target_thread_id)
+        source_sid, target_sid = session_id_for(source), session_id_for(target)
+
+        def work(uow: UnitOfWork) -> None:
+            if own_for_write(uow, source, source_sid, create=False) is None:
+                return
+            extra = own_for_write(uow, target, target_sid, create=True)
+            assert extra is not None  # created when missing
+            if source_sid != target_sid:
+                state.copy_rows(uow.connection, source_sid, target_sid)
+                state.append_latest_messages(uow, self.serde, target_sid, uid_prefix(extra))
+
+        self.store.write(work)
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """``keep_latest``: only the newest checkpoint of each namespace stays (with its
+        writes and the values it names). ``delete``: as :meth:`delete_thread`, with the
+        reason :data:`PRUNE_REASON`. One unit of work per thread."""
+        if strategy not in ("keep_latest", "delete"):
+            raise ValueError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
+        for thread_id in thread_ids:
+            if strategy == "delete":
+                self._drop(str(thread_id), PRUNE_REASON)
+                continue
+            text = str(thread_id)
+            sid = session_id_for(text)
+
+            def work(uow: UnitOfWork, text: str = text, sid: str = sid) -> None:
+                if own_for_write(uow, text, sid, create=False) is not None:
+                    state.keep_latest(uow.connection, self.serde, sid)
+
+            self.store.write(work)
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        """Versions LangGraph's SQL savers use: a counter, then a random tiebreak."""
+        return next_version(current)
+
+    # -- async: the same work in a worker thread --------------------------------------
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await asyncio.to_thread(self.get_tuple, config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        found = await asyncio.to_thread(
+            lambda: self.store.read(lambda conn: self._list(conn, config, filter, before, limit))
+        )
+        for item in found:
+            yield item
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await asyncio.to_thread(self.delete_thread, thread_id)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await asyncio.to_thread(self.delete_for_runs, run_ids)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
