@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ..engine import db_path_for_home
+from ..errors import HermesRepoError
 from ..homes import STORE_FOLDER, store_kind
 from ._output import CliError, log_line, warning_line
 
@@ -109,11 +110,29 @@ class CliState:
         A mistyped ``--home`` must say there is no store, not answer "no sessions" from
         an empty store it just built (and left behind).
         """
-        if self._store is None and self.server is None:
-            db_path = self.db_path
-            if store_kind(db_path) == "none":
-                raise CliError(self.no_store_message(db_path))
+        if self._store is None:
+            server = self.server
+            if server is None:
+                db_path = self.db_path
+                if store_kind(db_path) == "none":
+                    raise CliError(self.no_store_message(db_path))
+            elif _server_is_empty(server):
+                raise CliError(self.no_server_store_message(server))
         return self.store
+
+    def no_server_store_message(self, server: PgTarget) -> str:
+        """Why a read found no store in a server's database, and how to make one."""
+        from ..engine_pg import safe_url
+
+        home = "" if self.home is None else f" --home {shlex.quote(str(self.home))}"
+        # URL, not the URL itself: it may hold a password, which is never printed.
+        again = f"hermes-repo{home} --url URL"
+        return (
+            f"no store at {safe_url(server.url)} (the database is empty: no hermes_repo "
+            "schema, nothing was created); check --url / HERMES_REPO_URL, or create the "
+            f"store there with `{again} import FILE` or `{again} db upgrade` (URL: this "
+            "database's)"
+        )
 
     def no_store_message(self, db_path: Path) -> str:
         """Why a read found nothing to read, and the commands that make a store there."""
@@ -134,3 +153,28 @@ class CliState:
         store, self._store = self._store, None
         if store is not None:
             store.close()
+
+
+def _server_is_empty(server: PgTarget) -> bool:
+    """True when the server's database holds no schema at all (no table of ours or
+    anyone's): a read must say so, not build the store there as an open would.
+
+    Any failure to tell (the server is down, the database missing) answers False: the
+    store's own open then meets the same cause and reports it as every command does.
+    """
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from ..engine_pg import create_pg_engine
+    from ..schema.migrate import schema_status
+
+    try:
+        engine = create_pg_engine(server)
+    except (SQLAlchemyError, HermesRepoError):
+        return False
+    try:
+        with engine.connect() as conn:
+            return schema_status(conn).status == "empty"
+    except (SQLAlchemyError, HermesRepoError):
+        return False
+    finally:
+        engine.dispose()
