@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import click
 
@@ -18,10 +19,13 @@ from ._output import CliError, log_line, warning_line
 if TYPE_CHECKING:
     from ..engine_pg import PgTarget
     from ..store import StateStore
+    from ._reads import QuickReader
 
 __all__ = ["CliState"]
 
 _LIBRARY_LOGGER = "hermes_repo"
+
+T = TypeVar("T")
 
 
 class _DeferredWarnings(logging.Handler):
@@ -119,6 +123,33 @@ class CliState:
             elif _server_is_empty(server):
                 raise CliError(self.no_server_store_message(server))
         return self.store
+
+    def read(self, quick: Callable[[QuickReader], T], full: Callable[[StateStore], T]) -> T:
+        """A read command's answer: ``quick`` on a :class:`QuickReader` when the store is
+        a SQLite file that needs nothing of an open but reading (no ORM is loaded),
+        else ``full`` on :attr:`existing_store`. The two give the same answer (a test
+        compares them); a quick read that meets anything else is done by ``full``.
+        """
+        if self._store is None and self.url is None:
+            db_path = self.db_path
+            kind = store_kind(db_path)
+            if kind == "none":
+                raise CliError(self.no_store_message(db_path))
+            if kind == "ours":
+                from ._reads import QuickReader, ReadFallback
+
+                try:
+                    reader = QuickReader.open(db_path)
+                except (ReadFallback, OSError, HermesRepoError):
+                    pass  # the store's open meets the same cause and reports it
+                else:
+                    try:
+                        return quick(reader)
+                    except ReadFallback:
+                        pass
+                    finally:
+                        reader.close()
+        return full(self.existing_store)
 
     def no_server_store_message(self, server: PgTarget) -> str:
         """Why a read found no store in a server's database, and how to make one."""

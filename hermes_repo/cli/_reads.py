@@ -1,0 +1,293 @@
+"""The read commands' own way into a SQLite store: the driver's cursor, no ORM.
+
+``sessions list``, ``sessions show`` and ``search`` on a small store cost little more
+than starting Python and loading their libraries, and the store's usual open
+(:meth:`hermes_repo.store.StateStore.open`) loads far more than a read needs: the ORM
+and the declarative models (a tenth of a second), the write core, the importer's
+neighbours. A :class:`QuickReader` opens the file as the store's open does (the same
+engine and connection hooks, registered as a holder so an exclusive repair or restore
+waits for it, the schema checked at head) and reads with the same SQL the store runs
+on its driver's cursor (the message columns of :mod:`hermes_repo.codec`, the search
+router of :mod:`hermes_repo.repositories.search`).
+
+It reads only a store that needs nothing of an open but reading. Anything else is
+left to the store's open, which knows what to do about it: a server (``--url``), a
+quarantined file, a ``-wal`` with a damaged header (the open saves it first), pending
+transcripts (replayed at open), a schema not at head (an upgrade to name, a damage to
+report), a detached full-text index (rebuilt at open), a store without its id (made at
+open), a SQLite without the WAL-reset fix (whose open warns), a store held by an
+exclusive operation (the open waits for it within its budget). A driver error met
+while reading (a lock, damage, undecodable text) hands the same read to the store's
+open too, whose error handling (retries, quarantine, the lenient decode) applies: the
+answer, or the error, is the store's own.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..codec import (
+    INVALID_KEY,
+    MESSAGE_COLUMNS,
+    TEXT_MARK,
+    decode_text,
+    invalid_reason,
+    loads,
+    raw_value,
+    row_to_message,
+)
+from ..engine import Driver, check_journal_files, create_store_engine, select_driver
+from ..errors import NotFoundError
+from ..holders import HolderLock, StoreHeldError
+from ..ids import check_session_id
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+    from ..repositories.search.hits import SearchHit
+    from ..repositories.search.paging import SearchPage
+    from ..repositories.search.request import SearchQuery
+
+__all__ = ["HEAD_REVISION", "QuickReader", "ReadFallback"]
+
+T = TypeVar("T")
+
+#: The schema revision this code expects (:data:`hermes_repo.schema.migrate.HEAD_REVISION`,
+#: which a test compares it with; that module loads the ORM models).
+HEAD_REVISION = "0005_searchable_content"
+#: Where pending transcripts wait (:mod:`hermes_repo.transcript.spool.names`; a test
+#: compares them).
+SESSIONS_DIR = "sessions"
+PENDING_SUFFIX = ".pending.jsonl"
+#: The ``state_meta`` keys an open acts on: a detached index, the store's id.
+STALE_KEY = "fts_stale"
+STORE_ID_KEY = "store_id"
+
+_SESSION_COLUMNS = (
+    "id",
+    "source",
+    "user_id",
+    "model",
+    "title",
+    "parent_session_id",
+    "started_at",
+    "ended_at",
+    "end_reason",
+    "message_count",
+    "tool_call_count",
+    "input_tokens",
+    "output_tokens",
+    "extra",
+)
+_SESSION_TEXT = ("source", "user_id", "model", "title", "end_reason")
+_SELECT_SESSIONS = f"SELECT {', '.join(_SESSION_COLUMNS)} FROM sessions"
+_SELECT_MESSAGES = f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM messages WHERE session_id = ?"
+
+
+class ReadFallback(Exception):
+    """This read is the store's open's to do (see the module docstring)."""
+
+
+def _pending_transcripts(home: Path) -> bool:
+    try:
+        names = os.listdir(home / SESSIONS_DIR)
+    except OSError:
+        return False  # no spool folder (or none readable): nothing to replay here
+    return any(name.endswith(PENDING_SUFFIX) for name in names)
+
+
+def _session_dict(row: Any) -> dict[str, Any]:
+    """A ``sessions`` row as :meth:`SessionInfo.as_dict` gives it."""
+    out = dict(zip(_SESSION_COLUMNS, row, strict=True))
+    for field in _SESSION_TEXT:
+        value = out[field]
+        if value.__class__ is str and value.startswith(TEXT_MARK):
+            out[field] = decode_text(value)
+    stored = out["extra"]
+    if stored is not None:
+        out["extra"] = _extra(stored)
+    return out
+
+
+def _extra(stored: Any) -> dict[str, Any]:
+    # As hermes_repo.transfer.catalog reads it: an unreadable one is kept, marked.
+    try:
+        value = loads(stored)
+    except (ValueError, TypeError):
+        value = None
+    if isinstance(value, dict):
+        return value
+    reason = invalid_reason("extra", stored) or "not a JSON object"
+    return {INVALID_KEY: {"extra": {"raw": raw_value(stored), "reason": reason}}}
+
+
+class QuickReader:
+    """Reads of a SQLite store at head through its driver's cursor (see the module)."""
+
+    def __init__(self, engine: Engine, driver: Driver, holder: HolderLock) -> None:
+        self._engine = engine
+        self._driver = driver
+        self._holder = holder
+
+    @classmethod
+    def open(cls, db_path: Path) -> QuickReader:
+        """The reader of the store ``db_path`` (a hermes_repo store: the caller checked);
+        :class:`ReadFallback` when its open has more to do than read."""
+        driver = select_driver()
+        if not driver.has_wal_reset_fix:
+            raise ReadFallback("this SQLite's open warns about its journal")
+        if _pending_transcripts(db_path.parent):
+            raise ReadFallback("pending transcripts")
+        from .. import quarantine, walcheck
+        from ..schema.files import side_file
+
+        if quarantine.quarantine_info(db_path) is not None:
+            raise ReadFallback("quarantined")
+        # The open's checks of the -wal, without its writes: a damaged header is the
+        # open's to save, a removed -wal its to refuse (both raise or report there).
+        check_journal_files(db_path)
+        walcheck.refuse_removed_wal(db_path)
+        if walcheck.wal_header_problem(side_file(db_path, "-wal")) is not None:
+            raise ReadFallback("a damaged -wal")
+        holder = HolderLock(db_path)
+        try:
+            holder.acquire_shared(timeout_s=0)
+        except StoreHeldError as exc:
+            holder.release()
+            raise ReadFallback("held by an exclusive operation") from exc
+        engine = create_store_engine(db_path, driver=driver, journal_switch=holder.alone)
+        reader = cls(engine, driver, holder)
+        try:
+            reader._check_at_open()
+        except BaseException:
+            reader.close()
+            raise
+        return reader
+
+    def _check_at_open(self) -> None:
+        def check(cursor: Any) -> None:
+            cursor.execute("SELECT version_num FROM alembic_version")
+            revisions = cursor.fetchall()
+            if [r[0] for r in revisions] != [HEAD_REVISION]:
+                raise ReadFallback("schema not at head")
+            cursor.execute(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table' "
+                "AND name IN ('sessions', 'messages', 'state_meta')"
+            )
+            if cursor.fetchone()[0] != 3:
+                raise ReadFallback("a canonical table is missing")
+            cursor.execute(
+                "SELECT key FROM state_meta WHERE key IN (?, ?) AND value IS NOT NULL "
+                "AND value != ''",
+                (STALE_KEY, STORE_ID_KEY),
+            )
+            if {r[0] for r in cursor.fetchall()} != {STORE_ID_KEY}:
+                raise ReadFallback("a detached index or no store id")
+
+        self._on_cursor(check)
+
+    def _on_cursor(self, work: Callable[[Any], T]) -> T:
+        """``work(cursor)`` on a driver connection; a driver error is
+        :class:`ReadFallback` (the store's open reads again and handles it)."""
+        from sqlalchemy.exc import DBAPIError
+
+        try:
+            connection = self._engine.raw_connection()
+        except (DBAPIError, self._driver.module.Error) as exc:
+            raise ReadFallback(str(exc)) from exc
+        try:
+            cursor = connection.cursor()
+            try:
+                return work(cursor)
+            finally:
+                cursor.close()
+        except self._driver.module.Error as exc:
+            raise ReadFallback(str(exc)) from exc
+        finally:
+            connection.close()
+
+    def close(self) -> None:
+        """Close the connections and the holder registration."""
+        self._engine.dispose()
+        self._holder.release()
+
+    # -- the reads: each as the store answers it -----------------------------------------
+
+    def list_sessions(self, *, limit: int, source: str | None) -> list[dict[str, Any]]:
+        """:meth:`StateStore.list_sessions`, each as ``SessionInfo.as_dict()``."""
+        from ..codec import encode_text
+
+        sql = _SELECT_SESSIONS
+        params: tuple[Any, ...] = ()
+        if source is not None:
+            sql += " WHERE source = ?"
+            params = (encode_text(source),)  # as stored
+        sql += " ORDER BY started_at DESC, id DESC LIMIT ? OFFSET 0"
+
+        def work(cursor: Any) -> list[dict[str, Any]]:
+            cursor.execute(sql, (*params, limit))
+            return [_session_dict(row) for row in cursor.fetchall()]
+
+        return self._on_cursor(work)
+
+    def get_session(self, session_id: str) -> dict[str, Any]:
+        """:meth:`StateStore.get_session` as ``SessionInfo.as_dict()``."""
+        check_session_id(session_id)
+
+        def work(cursor: Any) -> Any:
+            cursor.execute(f"{_SELECT_SESSIONS} WHERE id = ?", (session_id,))
+            return cursor.fetchone()
+
+        row = self._on_cursor(work)
+        if row is None:
+            raise NotFoundError(
+                f"session {session_id!r} does not exist; "
+                "list sessions with `hermes-repo sessions list`"
+            )
+        return _session_dict(row)
+
+    def load_messages(
+        self, session_id: str, *, include_inactive: bool, last: int | None
+    ) -> list[dict[str, Any]]:
+        """The messages of an inspection load (:meth:`StateStore.load_conversation`
+        without ``repair``)."""
+        check_session_id(session_id)
+        sql = _SELECT_MESSAGES
+        params: tuple[Any, ...] = (session_id,)
+        if not include_inactive:
+            sql += " AND active = 1"
+        # The newest rows are read backwards on the (session_id, id) index and turned
+        # round: a tail of a long session never reads its head.
+        sql += " ORDER BY id DESC" if last is not None else " ORDER BY id"
+        if last is not None:
+            sql += " LIMIT ? OFFSET 0"
+            params = (*params, last)
+
+        def work(cursor: Any) -> list[dict[str, Any]]:
+            cursor.execute(sql, params)
+            return [row_to_message(row) for row in cursor.fetchall()]
+
+        found = self._on_cursor(work)
+        if last is not None:
+            found.reverse()
+        return found
+
+    def search(self, query: SearchQuery) -> list[SearchHit]:
+        """:meth:`StateStore.search` of a checked query, on the live index."""
+        from ..repositories.search.fts5 import Fts5Dialect
+        from ..repositories.search.liveness import IndexLiveness
+        from ..repositories.search.router import SearchRouter
+
+        def work(cursor: Any) -> list[SearchHit]:
+            return SearchRouter(Fts5Dialect(cursor, IndexLiveness())).search(query, use_fts=True)
+
+        return self._on_cursor(work)
+
+    def search_page(self, query: SearchQuery, cursor: str | None) -> SearchPage:
+        """:meth:`StateStore.search_page` of a checked query."""
+        from ..repositories.search.paging import page_through
+
+        return page_through(self.search, query, cursor)
