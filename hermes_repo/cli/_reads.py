@@ -40,7 +40,7 @@ from ..codec import (
     row_to_message,
 )
 from ..engine import Driver, check_journal_files, create_store_engine, select_driver
-from ..errors import NotFoundError
+from ..errors import HermesRepoError, NotFoundError
 from ..holders import HolderLock, StoreHeldError
 from ..ids import check_session_id
 
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from ..repositories.search.paging import SearchPage
     from ..repositories.search.request import SearchQuery
 
-__all__ = ["HEAD_REVISION", "QuickReader", "ReadFallback"]
+__all__ = ["HEAD_REVISION", "NEEDS_OPEN", "QuickReader", "quick_read"]
 
 T = TypeVar("T")
 
@@ -87,8 +87,36 @@ _SELECT_SESSIONS = f"SELECT {', '.join(_SESSION_COLUMNS)} FROM sessions"
 _SELECT_MESSAGES = f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM messages WHERE session_id = ?"
 
 
-class ReadFallback(Exception):
+class _ReadFallback(Exception):
     """This read is the store's open's to do (see the module docstring)."""
+
+
+class _NeedsOpen:
+    """The type of :data:`NEEDS_OPEN`."""
+
+    def __repr__(self) -> str:
+        return "NEEDS_OPEN"
+
+
+#: What :func:`quick_read` answers when the read is the store's open's to do.
+NEEDS_OPEN = _NeedsOpen()
+
+
+def quick_read(db_path: Path, work: Callable[[QuickReader], T]) -> T | _NeedsOpen:
+    """``work`` on a :class:`QuickReader` of the store ``db_path`` (a hermes_repo
+    store: the caller checked), closed after; :data:`NEEDS_OPEN` when the store's open
+    has more to do than read, or the read met a driver error (the caller then does the
+    same read through the store's open, which reports any cause itself)."""
+    try:
+        reader = QuickReader.open(db_path)
+    except (_ReadFallback, OSError, HermesRepoError):
+        return NEEDS_OPEN
+    try:
+        return work(reader)
+    except _ReadFallback:
+        return NEEDS_OPEN
+    finally:
+        reader.close()
 
 
 def _pending_transcripts(home: Path) -> bool:
@@ -135,29 +163,29 @@ class QuickReader:
     @classmethod
     def open(cls, db_path: Path) -> QuickReader:
         """The reader of the store ``db_path`` (a hermes_repo store: the caller checked);
-        :class:`ReadFallback` when its open has more to do than read."""
+        :class:`_ReadFallback` when its open has more to do than read."""
         driver = select_driver()
         if not driver.has_wal_reset_fix:
-            raise ReadFallback("this SQLite's open warns about its journal")
+            raise _ReadFallback("this SQLite's open warns about its journal")
         if _pending_transcripts(db_path.parent):
-            raise ReadFallback("pending transcripts")
+            raise _ReadFallback("pending transcripts")
         from .. import quarantine, walcheck
         from ..schema.files import side_file
 
         if quarantine.quarantine_info(db_path) is not None:
-            raise ReadFallback("quarantined")
+            raise _ReadFallback("quarantined")
         # The open's checks of the -wal, without its writes: a damaged header is the
         # open's to save, a removed -wal its to refuse (both raise or report there).
         check_journal_files(db_path)
         walcheck.refuse_removed_wal(db_path)
         if walcheck.wal_header_problem(side_file(db_path, "-wal")) is not None:
-            raise ReadFallback("a damaged -wal")
+            raise _ReadFallback("a damaged -wal")
         holder = HolderLock(db_path)
         try:
             holder.acquire_shared(timeout_s=0)
         except StoreHeldError as exc:
             holder.release()
-            raise ReadFallback("held by an exclusive operation") from exc
+            raise _ReadFallback("held by an exclusive operation") from exc
         engine = create_store_engine(db_path, driver=driver, journal_switch=holder.alone)
         reader = cls(engine, driver, holder)
         try:
@@ -172,32 +200,32 @@ class QuickReader:
             cursor.execute("SELECT version_num FROM alembic_version")
             revisions = cursor.fetchall()
             if [r[0] for r in revisions] != [HEAD_REVISION]:
-                raise ReadFallback("schema not at head")
+                raise _ReadFallback("schema not at head")
             cursor.execute(
                 "SELECT count(*) FROM sqlite_master WHERE type = 'table' "
                 "AND name IN ('sessions', 'messages', 'state_meta')"
             )
             if cursor.fetchone()[0] != 3:
-                raise ReadFallback("a canonical table is missing")
+                raise _ReadFallback("a canonical table is missing")
             cursor.execute(
                 "SELECT key FROM state_meta WHERE key IN (?, ?) AND value IS NOT NULL "
                 "AND value != ''",
                 (STALE_KEY, STORE_ID_KEY),
             )
             if {r[0] for r in cursor.fetchall()} != {STORE_ID_KEY}:
-                raise ReadFallback("a detached index or no store id")
+                raise _ReadFallback("a detached index or no store id")
 
         self._on_cursor(check)
 
     def _on_cursor(self, work: Callable[[Any], T]) -> T:
         """``work(cursor)`` on a driver connection; a driver error is
-        :class:`ReadFallback` (the store's open reads again and handles it)."""
+        :class:`_ReadFallback` (the store's open reads again and handles it)."""
         from sqlalchemy.exc import DBAPIError
 
         try:
             connection = self._engine.raw_connection()
         except (DBAPIError, self._driver.module.Error) as exc:
-            raise ReadFallback(str(exc)) from exc
+            raise _ReadFallback(str(exc)) from exc
         try:
             cursor = connection.cursor()
             try:
@@ -205,7 +233,7 @@ class QuickReader:
             finally:
                 cursor.close()
         except self._driver.module.Error as exc:
-            raise ReadFallback(str(exc)) from exc
+            raise _ReadFallback(str(exc)) from exc
         finally:
             connection.close()
 

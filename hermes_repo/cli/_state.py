@@ -136,19 +136,11 @@ class CliState:
             if kind == "none":
                 raise CliError(self.no_store_message(db_path))
             if kind == "ours":
-                from ._reads import QuickReader, ReadFallback
+                from ._reads import NEEDS_OPEN, quick_read
 
-                try:
-                    reader = QuickReader.open(db_path)
-                except (ReadFallback, OSError, HermesRepoError):
-                    pass  # the store's open meets the same cause and reports it
-                else:
-                    try:
-                        return quick(reader)
-                    except ReadFallback:
-                        pass
-                    finally:
-                        reader.close()
+                answer = quick_read(db_path, quick)
+                if answer is not NEEDS_OPEN:
+                    return answer  # type: ignore[return-value]
         return full(self.existing_store)
 
     def no_server_store_message(self, server: PgTarget) -> str:
