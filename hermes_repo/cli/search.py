@@ -91,13 +91,15 @@ def search_command(
     from ..repositories.search.paging import SearchPage
     from ..repositories.search.request import SearchQuery
 
-    checked = SearchQuery.checked(
-        query, limit=limit, session_id=session_id, role=role, include_inactive=include_inactive
-    )
+    def checked() -> SearchQuery:
+        # Checked where the store would check it: after "no store" is said.
+        return SearchQuery.checked(
+            query, limit=limit, session_id=session_id, role=role, include_inactive=include_inactive
+        )
 
     def page_after(after: str | None) -> SearchPage:
         return state.read(
-            lambda quick: quick.search_page(checked, after),
+            lambda quick: quick.search_page(checked(), after),
             lambda store: store.search_page(
                 query,
                 limit=limit,
@@ -119,7 +121,7 @@ def search_command(
         hits, next_cursor = found.hits, found.cursor
     else:
         hits = state.read(
-            lambda quick: quick.search(checked),
+            lambda quick: quick.search(checked()),
             lambda store: store.search(
                 query,
                 limit=limit,
