@@ -186,7 +186,11 @@ class QuickReader:
         except StoreHeldError as exc:
             holder.release()
             raise _ReadFallback("held by an exclusive operation") from exc
-        engine = create_store_engine(db_path, driver=driver, journal_switch=holder.alone)
+        try:
+            engine = create_store_engine(db_path, driver=driver, journal_switch=holder.alone)
+        except BaseException:
+            holder.release()
+            raise
         reader = cls(engine, driver, holder)
         try:
             reader._check_at_open()
@@ -207,12 +211,13 @@ class QuickReader:
             )
             if cursor.fetchone()[0] != 3:
                 raise _ReadFallback("a canonical table is missing")
+            # Any fts_stale row is a detached index (whatever its value); an empty id
+            # is none (the open makes one).
             cursor.execute(
-                "SELECT key FROM state_meta WHERE key IN (?, ?) AND value IS NOT NULL "
-                "AND value != ''",
-                (STALE_KEY, STORE_ID_KEY),
+                "SELECT key, value FROM state_meta WHERE key IN (?, ?)", (STALE_KEY, STORE_ID_KEY)
             )
-            if {r[0] for r in cursor.fetchall()} != {STORE_ID_KEY}:
+            meta = dict(cursor.fetchall())
+            if STALE_KEY in meta or not meta.get(STORE_ID_KEY):
                 raise _ReadFallback("a detached index or no store id")
 
         self._on_cursor(check)
