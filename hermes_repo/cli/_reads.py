@@ -1,8 +1,9 @@
 """The read commands' own way into a SQLite store: the driver's cursor, no ORM.
 
-``sessions list``, ``sessions show`` and ``search`` on a small store cost little more
-than starting Python and loading their libraries, and the store's usual open
-(:meth:`hermes_repo.store.StateStore.open`) loads far more than a read needs: the ORM
+``sessions list``, ``sessions show``, ``sessions export`` and ``search`` on a small
+store cost little more than starting Python and loading their libraries, and the
+store's usual open (:meth:`hermes_repo.store.StateStore.open`) loads far more than a
+read needs: the ORM
 and the declarative models (a tenth of a second), the write core, the importer's
 neighbours. A :class:`QuickReader` opens the file as the store's open does (the same
 engine and connection hooks, registered as a holder so an exclusive repair or restore
@@ -29,20 +30,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..codec import (
-    INVALID_KEY,
-    MESSAGE_COLUMNS,
-    TEXT_MARK,
-    decode_text,
-    invalid_reason,
-    loads,
-    raw_value,
-    row_to_message,
-)
+from ..codec import MESSAGE_COLUMNS, TEXT_MARK, decode_text, row_to_message
 from ..engine import Driver, check_journal_files, create_store_engine, select_driver
 from ..errors import HermesRepoError, NotFoundError
 from ..holders import HolderLock, StoreHeldError
 from ..ids import check_session_id
+from ..transfer.info import SessionInfo, session_extra
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -50,6 +43,7 @@ if TYPE_CHECKING:
     from ..repositories.search.hits import SearchHit
     from ..repositories.search.paging import SearchPage
     from ..repositories.search.request import SearchQuery
+    from ..transfer.export import ExportFormat, SessionExport
 
 __all__ = ["HEAD_REVISION", "NEEDS_OPEN", "QuickReader", "quick_read"]
 
@@ -127,29 +121,17 @@ def _pending_transcripts(home: Path) -> bool:
     return any(name.endswith(PENDING_SUFFIX) for name in names)
 
 
-def _session_dict(row: Any) -> dict[str, Any]:
-    """A ``sessions`` row as :meth:`SessionInfo.as_dict` gives it."""
-    out = dict(zip(_SESSION_COLUMNS, row, strict=True))
+def _session_info(row: Any) -> SessionInfo:
+    """A ``sessions`` row as the store's listing reads it (text decoded, ``extra``
+    parsed or kept marked as unreadable)."""
+    values = dict(zip(_SESSION_COLUMNS, row, strict=True))
     for field in _SESSION_TEXT:
-        value = out[field]
+        value = values[field]
         if value.__class__ is str and value.startswith(TEXT_MARK):
-            out[field] = decode_text(value)
-    stored = out["extra"]
-    if stored is not None:
-        out["extra"] = _extra(stored)
-    return out
-
-
-def _extra(stored: Any) -> dict[str, Any]:
-    # As hermes_repo.transfer.catalog reads it: an unreadable one is kept, marked.
-    try:
-        value = loads(stored)
-    except (ValueError, TypeError):
-        value = None
-    if isinstance(value, dict):
-        return value
-    reason = invalid_reason("extra", stored) or "not a JSON object"
-    return {INVALID_KEY: {"extra": {"raw": raw_value(stored), "reason": reason}}}
+            values[field] = decode_text(value)
+    stored = values["extra"]
+    values["extra"] = None if stored is None else session_extra(stored)
+    return SessionInfo(**values)
 
 
 class QuickReader:
@@ -262,12 +244,12 @@ class QuickReader:
 
         def work(cursor: Any) -> list[dict[str, Any]]:
             cursor.execute(sql, (*params, limit))
-            return [_session_dict(row) for row in cursor.fetchall()]
+            return [_session_info(row).as_dict() for row in cursor.fetchall()]
 
         return self._on_cursor(work)
 
-    def get_session(self, session_id: str) -> dict[str, Any]:
-        """:meth:`StateStore.get_session` as ``SessionInfo.as_dict()``."""
+    def get_session(self, session_id: str) -> SessionInfo:
+        """:meth:`StateStore.get_session`."""
         check_session_id(session_id)
 
         def work(cursor: Any) -> Any:
@@ -280,7 +262,7 @@ class QuickReader:
                 f"session {session_id!r} does not exist; "
                 "list sessions with `hermes-repo sessions list`"
             )
-        return _session_dict(row)
+        return _session_info(row)
 
     def load_messages(
         self, session_id: str, *, include_inactive: bool, last: int | None
@@ -307,6 +289,14 @@ class QuickReader:
         if last is not None:
             found.reverse()
         return found
+
+    def read_export(self, session_id: str, fmt: ExportFormat) -> SessionExport:
+        """:func:`hermes_repo.transfer.read_export`: the session and its replay."""
+        from ..transfer.export import SessionExport
+
+        info = self.get_session(session_id)
+        messages = self.load_messages(session_id, include_inactive=False, last=None)
+        return SessionExport(info, messages, fmt)
 
     def search(self, query: SearchQuery) -> list[SearchHit]:
         """:meth:`StateStore.search` of a checked query, on the live index."""

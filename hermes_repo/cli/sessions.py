@@ -219,7 +219,7 @@ def show(
         return info, loaded.messages
 
     def quick(reader: QuickReader) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        info = reader.get_session(session_id)
+        info = reader.get_session(session_id).as_dict()
         return info, reader.load_messages(session_id, include_inactive=include_inactive, last=last)
 
     info, messages = state.read(quick, full)

@@ -1,6 +1,6 @@
 """The read commands' quick path answers as the store does, and leaves the rest to it.
 
-`sessions list`, `sessions show` and `search` read a SQLite store at head through
+`sessions list`, `sessions show`, `sessions export` and `search` read a SQLite store at head through
 :class:`hermes_repo.cli._reads.QuickReader` (no ORM loaded). Each answer is compared
 here with the store's own on the same file, on rows the store finds awkward too
 (marked text, an unreadable `extra`, archived rows, CJK, phrases); and every condition
@@ -32,6 +32,7 @@ from hermes_repo.repositories.search.request import SearchQuery
 from hermes_repo.schema import migrate
 from hermes_repo.schema.fts import STALE_KEY as FTS_STALE_KEY
 from hermes_repo.transcript import spool
+from hermes_repo.transfer import EXPORT_FORMATS, read_export
 from tests.cli.conftest import SAMPLES, Cli
 from tests.support.transcripts import MALFORMED, seed
 
@@ -83,7 +84,7 @@ def test_the_quick_session_and_messages_are_the_stores(
         ids = [i.id for i in store.list_sessions(limit=50)]
         archived = 0
         for sid in ids:
-            assert reader.get_session(sid) == store.get_session(sid).as_dict()
+            assert reader.get_session(sid) == store.get_session(sid)
             for inactive in (False, True):
                 for last in (None, 1, 3, 1000):
                     expected = store.load_conversation(
@@ -98,6 +99,18 @@ def test_the_quick_session_and_messages_are_the_stores(
     with pytest.raises(NotFoundError) as quick:
         reader.get_session("no_such_session")
     assert str(quick.value) == str(by_store.value)
+
+
+def test_the_quick_export_is_the_stores_in_both_formats(
+    awkward_home: Path, reader: QuickReader
+) -> None:
+    with StateStore.open(awkward_home) as store:
+        for info in store.list_sessions(limit=50):
+            for fmt in EXPORT_FORMATS:
+                expected = read_export(store, info.id, fmt)
+                mine = reader.read_export(info.id, fmt)
+                assert mine == expected
+                assert mine.text() == expected.text()
 
 
 @pytest.mark.parametrize(

@@ -153,6 +153,8 @@ def test_the_read_commands_load_no_orm_alembic_importer_or_server_driver(
             ["search", "checkpoint"],
             ["search", "checkpoint", "--json"],
             ["search", "checkpoint", "--page", "1"],
+            ["sessions", "export", {sid!r}],
+            ["sessions", "export", {sid!r}, "--format", "markdown"],
         ):
             out = io.StringIO()
             with contextlib.redirect_stdout(out):
