@@ -3,13 +3,15 @@
 ``sessions list``, ``sessions show``, ``sessions export`` and ``search`` on a small
 store cost little more than starting Python and loading their libraries, and the
 store's usual open (:meth:`hermes_repo.store.StateStore.open`) loads far more than a
-read needs: the ORM
-and the declarative models (a tenth of a second), the write core, the importer's
-neighbours. A :class:`QuickReader` opens the file as the store's open does (the same
-engine and connection hooks, registered as a holder so an exclusive repair or restore
-waits for it, the schema checked at head) and reads with the same SQL the store runs
-on its driver's cursor (the message columns of :mod:`hermes_repo.codec`, the search
-router of :mod:`hermes_repo.repositories.search`).
+read needs: the ORM and the declarative models (a tenth of a second), the write core,
+the importer's neighbours. A :class:`QuickReader` opens the file as the store's open
+does (one driver connection set up as the engine sets up its own,
+:func:`hermes_repo.engine.connect_store`; registered as a holder so an exclusive
+repair or restore waits for it; the schema checked at head) and reads with the same
+SQL the store runs on its driver's cursor (the message columns of
+:mod:`hermes_repo.codec`, the search router of :mod:`hermes_repo.repositories.search`).
+Listing, showing and exporting load no SQLAlchemy at all; a search loads SQLAlchemy
+Core (its statements are compiled by it), never the ORM.
 
 It reads only a store that needs nothing of an open but reading. Anything else is
 left to the store's open, which knows what to do about it: a server (``--url``), a
@@ -26,20 +28,20 @@ answer, or the error, is the store's own.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..codec import MESSAGE_COLUMNS, TEXT_MARK, decode_text, row_to_message
-from ..engine import Driver, check_journal_files, create_store_engine, select_driver
+from ..engine import Driver, check_journal_files, connect_store, select_driver
 from ..errors import HermesRepoError, NotFoundError
 from ..holders import HolderLock, StoreHeldError
+from ..homes import note_in_use
 from ..ids import check_session_id
 from ..transfer.info import SessionInfo, session_extra
 
 if TYPE_CHECKING:
-    from sqlalchemy import Engine
-
     from ..repositories.search.hits import SearchHit
     from ..repositories.search.paging import SearchPage
     from ..repositories.search.request import SearchQuery
@@ -137,8 +139,8 @@ def _session_info(row: Any) -> SessionInfo:
 class QuickReader:
     """Reads of a SQLite store at head through its driver's cursor (see the module)."""
 
-    def __init__(self, engine: Engine, driver: Driver, holder: HolderLock) -> None:
-        self._engine = engine
+    def __init__(self, connection: Any, driver: Driver, holder: HolderLock) -> None:
+        self._connection = connection
         self._driver = driver
         self._holder = holder
 
@@ -151,10 +153,13 @@ class QuickReader:
             raise _ReadFallback("this SQLite's open warns about its journal")
         if _pending_transcripts(db_path.parent):
             raise _ReadFallback("pending transcripts")
-        from .. import quarantine, walcheck
+        from .. import walcheck
         from ..schema.files import side_file
 
-        if quarantine.quarantine_info(db_path) is not None:
+        # A quarantine is this process's record (made by a failed write or read of an
+        # open store): none without its module loaded, and never imported for it.
+        quarantine = sys.modules.get("hermes_repo.quarantine")
+        if quarantine is not None and quarantine.quarantine_info(db_path) is not None:
             raise _ReadFallback("quarantined")
         # The open's checks of the -wal, without its writes: a damaged header is the
         # open's to save, a removed -wal its to refuse (both raise or report there).
@@ -169,11 +174,17 @@ class QuickReader:
             holder.release()
             raise _ReadFallback("held by an exclusive operation") from exc
         try:
-            engine = create_store_engine(db_path, driver=driver, journal_switch=holder.alone)
+            connection = connect_store(db_path, driver=driver, journal_switch=holder.alone)
+        except driver.module.Error as exc:
+            holder.release()
+            raise _ReadFallback(str(exc)) from exc
         except BaseException:
             holder.release()
             raise
-        reader = cls(engine, driver, holder)
+        reader = cls(connection, driver, holder)
+        # Its connection holds POSIX locks on the file: nothing may read the file
+        # itself to classify it while the reader lives (see hermes_repo.homes).
+        note_in_use(db_path, reader)
         try:
             reader._check_at_open()
         except BaseException:
@@ -205,29 +216,23 @@ class QuickReader:
         self._on_cursor(check)
 
     def _on_cursor(self, work: Callable[[Any], T]) -> T:
-        """``work(cursor)`` on a driver connection; a driver error is
+        """``work(cursor)`` on the reader's connection; a driver error is
         :class:`_ReadFallback` (the store's open reads again and handles it)."""
-        from sqlalchemy.exc import DBAPIError
-
         try:
-            connection = self._engine.raw_connection()
-        except (DBAPIError, self._driver.module.Error) as exc:
-            raise _ReadFallback(str(exc)) from exc
-        try:
-            cursor = connection.cursor()
+            cursor = self._connection.cursor()
             try:
                 return work(cursor)
             finally:
                 cursor.close()
         except self._driver.module.Error as exc:
             raise _ReadFallback(str(exc)) from exc
-        finally:
-            connection.close()
 
     def close(self) -> None:
-        """Close the connections and the holder registration."""
-        self._engine.dispose()
-        self._holder.release()
+        """Close the connection and the holder registration."""
+        try:
+            self._connection.close()
+        finally:
+            self._holder.release()
 
     # -- the reads: each as the store answers it -----------------------------------------
 
