@@ -6,12 +6,13 @@ children): wall time on a shared machine measures the neighbours. The cases:
 
 * ``--version``, ``--help`` and ``search --help``: should load neither SQLAlchemy nor
   the store (target: at most 0.15 s of CPU each);
-* ``sessions list`` and ``search checkpoint`` on a small store (the sample file's 4
-  sessions and 50 messages): a read command (target: at most 1.5 times
-  ``python -c "import sqlalchemy"``);
+* ``sessions list``, ``sessions show``, ``sessions export`` and ``search checkpoint`` on
+  a small store (the sample file's 4 sessions and 50 messages): a read command (target:
+  at most 1.5 times ``python -c "import sqlalchemy"``);
 * ``python -c "import sqlalchemy"`` itself, the yardstick, measured in the same run;
-* the libraries a read command cannot do without, imported alone (SQLAlchemy's ORM and
-  SQLite dialect, click, rich's table): the floor under any read, shown for scale.
+* the libraries a read command cannot do without, imported alone (SQLAlchemy Core and
+  its SQLite dialect, click, rich's table; the read commands load no ORM): the floor
+  under any read, shown for scale.
 
 Modules are byte-compiled once before timing (into a private cache folder), as an
 installed wheel's are: a process that compiles the package's sources on every start
@@ -37,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "samples" / "sample_sessions.jsonl"
 HELP_BUDGET_S = 0.15
 READ_RATIO = 1.5
-_FLOOR = "import sqlalchemy.orm, sqlalchemy.dialects.sqlite, click, rich.table, rich.console"
+_FLOOR = "import sqlalchemy, sqlalchemy.dialects.sqlite, click, rich.table, rich.console"
 
 
 def _cpu_of(argv: list[str], env: dict[str, str]) -> float:
@@ -72,9 +73,11 @@ def main() -> None:
             "hermes-repo --help": [str(script), "--help"],
             "hermes-repo search --help": [str(script), "search", "--help"],
             "hermes-repo sessions list": [*cmd, "sessions", "list"],
+            "hermes-repo sessions show": [*cmd, "sessions", "show", "sample-kyoto-trip"],
+            "hermes-repo sessions export": [*cmd, "sessions", "export", "sample-kyoto-trip"],
             "hermes-repo search checkpoint": [*cmd, "search", "checkpoint"],
             'python -c "import sqlalchemy"': [sys.executable, "-c", "import sqlalchemy"],
-            "floor: ORM, dialect, click, rich": [sys.executable, "-c", _FLOOR],
+            "floor: Core, click, rich": [sys.executable, "-c", _FLOOR],
         }
         for argv in cases.values():  # warm-up: byte-compile, fill the page cache
             _cpu_of(argv, env)

@@ -278,6 +278,27 @@ def _on_begin(conn: Connection) -> None:
         conn.exec_driver_sql("BEGIN")
 
 
+def connect_store(
+    db_path: Path, *, driver: Driver, journal_switch: JournalSwitchGuard | None = None
+) -> Any:
+    """One driver connection to ``db_path`` set up as the store's engine sets up each of
+    its own (busy timeout, foreign keys, synchronous, the journal mode), without loading
+    SQLAlchemy: the read commands' quick reads (see :mod:`hermes_repo.cli._reads`).
+
+    In autocommit mode, as the engine's connections are: each statement is a consistent
+    read on its own. The caller records its owner with :func:`~hermes_repo.homes.note_in_use`.
+    """
+    prepare_path(db_path)
+    # The path as a plain file name (no uri=True), absolute, as the engine passes it.
+    conn = driver.module.connect(str(Path(db_path).absolute()))
+    try:
+        _on_connect(driver, BUSY_TIMEOUT_MS, journal_switch)(conn, None)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
 def create_store_engine(
     db_path: Path,
     *,

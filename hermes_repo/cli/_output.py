@@ -193,9 +193,9 @@ def echo_json(value: Any) -> None:
 def format_time(epoch: float | None, *, seconds: bool = True) -> str:
     """:func:`hermes_repo.transfer.format_time`: an epoch time as local time, ``-`` when
     absent, ``invalid time <value>`` when implausible."""
-    from ..transfer import format_time as transfer_format_time
+    from ..codec.display import format_time as display_format_time
 
-    return transfer_format_time(epoch, seconds=seconds)
+    return display_format_time(epoch, seconds=seconds)
 
 
 def snippet_text(snippet: str, *, color: bool) -> Text:

@@ -5,22 +5,27 @@ from __future__ import annotations
 import logging
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import click
 
 from ..engine import db_path_for_home
+from ..errors import HermesRepoError
 from ..homes import STORE_FOLDER, store_kind
 from ._output import CliError, log_line, warning_line
 
 if TYPE_CHECKING:
     from ..engine_pg import PgTarget
     from ..store import StateStore
+    from ._reads import QuickReader
 
 __all__ = ["CliState"]
 
 _LIBRARY_LOGGER = "hermes_repo"
+
+T = TypeVar("T")
 
 
 class _DeferredWarnings(logging.Handler):
@@ -109,11 +114,48 @@ class CliState:
         A mistyped ``--home`` must say there is no store, not answer "no sessions" from
         an empty store it just built (and left behind).
         """
-        if self._store is None and self.server is None:
-            db_path = self.db_path
-            if store_kind(db_path) == "none":
-                raise CliError(self.no_store_message(db_path))
+        if self._store is None:
+            server = self.server
+            if server is None:
+                db_path = self.db_path
+                if store_kind(db_path) == "none":
+                    raise CliError(self.no_store_message(db_path))
+            elif _server_is_empty(server):
+                raise CliError(self.no_server_store_message(server))
         return self.store
+
+    def read(self, quick: Callable[[QuickReader], T], full: Callable[[StateStore], T]) -> T:
+        """A read command's answer: ``quick`` on a :class:`QuickReader` when the store is
+        a SQLite file that needs nothing of an open but reading (no ORM is loaded),
+        else ``full`` on :attr:`existing_store`. The two give the same answer (a test
+        compares them); a quick read that meets anything else is done by ``full``.
+        """
+        if self._store is None and self.url is None:
+            db_path = self.db_path
+            kind = store_kind(db_path)
+            if kind == "none":
+                raise CliError(self.no_store_message(db_path))
+            if kind == "ours":
+                from ._reads import NEEDS_OPEN, quick_read
+
+                answer = quick_read(db_path, quick)
+                if answer is not NEEDS_OPEN:
+                    return answer  # type: ignore[return-value]
+        return full(self.existing_store)
+
+    def no_server_store_message(self, server: PgTarget) -> str:
+        """Why a read found no store in a server's database, and how to make one."""
+        from ..engine_pg import safe_url
+
+        home = "" if self.home is None else f" --home {shlex.quote(str(self.home))}"
+        # URL, not the URL itself: it may hold a password, which is never printed.
+        again = f"hermes-repo{home} --url URL"
+        return (
+            f"no store at {safe_url(server.url)} (the database is empty: no hermes_repo "
+            "schema, nothing was created); check --url / HERMES_REPO_URL, or create the "
+            f"store there with `{again} import FILE` or `{again} db upgrade` (URL: this "
+            "database's)"
+        )
 
     def no_store_message(self, db_path: Path) -> str:
         """Why a read found nothing to read, and the commands that make a store there."""
@@ -134,3 +176,28 @@ class CliState:
         store, self._store = self._store, None
         if store is not None:
             store.close()
+
+
+def _server_is_empty(server: PgTarget) -> bool:
+    """True when the server's database holds no schema at all (no table of ours or
+    anyone's): a read must say so, not build the store there as an open would.
+
+    Any failure to tell (the server is down, the database missing) answers False: the
+    store's own open then meets the same cause and reports it as every command does.
+    """
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from ..engine_pg import create_pg_engine
+    from ..schema.migrate import schema_status
+
+    try:
+        engine = create_pg_engine(server)
+    except (SQLAlchemyError, HermesRepoError):
+        return False
+    try:
+        with engine.connect() as conn:
+            return schema_status(conn).status == "empty"
+    except (SQLAlchemyError, HermesRepoError):
+        return False
+    finally:
+        engine.dispose()

@@ -46,7 +46,9 @@ def doctor_command(state: CliState, fix: bool, as_json: bool) -> None:
     fts_stale marker, the six sync triggers, each index's integrity), this process's
     quarantine, pending, rejected and salvage spool files, snapshots, and the other
     processes holding the store. Every finding comes with the exact command that fixes
-    it. Safe to run while other processes use the store.
+    it. Transcripts that break role alternation or tool pairing are a note, not a
+    finding ("notes" in --json): a repairing load tidies them as it reads them, so they
+    leave the exit code 0. Safe to run while other processes use the store.
 
     On a PostgreSQL store (--url / HERMES_REPO_URL) the file checks do not apply; it
     reports the connection (server version), the revision and any drift from the
@@ -125,6 +127,10 @@ def _print_report(report: DoctorReport) -> None:
         for label, value in section.rows():
             table.add_row(Text(label), Text(value))
         console.print(table)
+    # Notes need nothing done (transcripts a repairing load tidies as it reads them):
+    # printed apart from the findings, so the output agrees with the exit code.
+    for note in report.notes:
+        console.print(Text(f"note: {note}"), soft_wrap=True)
     if report.healthy:
         console.print(Text("healthy: nothing to fix", style="green"))
         return

@@ -89,15 +89,25 @@ def search_command(
     paged = cursor is not None or page is not None
 
     from ..repositories.search.paging import SearchPage
+    from ..repositories.search.request import SearchQuery
+
+    def checked() -> SearchQuery:
+        # Checked where the store would check it: after "no store" is said.
+        return SearchQuery.checked(
+            query, limit=limit, session_id=session_id, role=role, include_inactive=include_inactive
+        )
 
     def page_after(after: str | None) -> SearchPage:
-        return state.existing_store.search_page(
-            query,
-            limit=limit,
-            cursor=after,
-            session_id=session_id,
-            role=role,
-            include_inactive=include_inactive,
+        return state.read(
+            lambda quick: quick.search_page(checked(), after),
+            lambda store: store.search_page(
+                query,
+                limit=limit,
+                cursor=after,
+                session_id=session_id,
+                role=role,
+                include_inactive=include_inactive,
+            ),
         )
 
     next_cursor: str | None = None
@@ -110,12 +120,15 @@ def search_command(
             found = page_after(found.cursor)
         hits, next_cursor = found.hits, found.cursor
     else:
-        hits = state.existing_store.search(
-            query,
-            limit=limit,
-            session_id=session_id,
-            role=role,
-            include_inactive=include_inactive,
+        hits = state.read(
+            lambda quick: quick.search(checked()),
+            lambda store: store.search(
+                query,
+                limit=limit,
+                session_id=session_id,
+                role=role,
+                include_inactive=include_inactive,
+            ),
         )
     if as_json:
         rows = [dataclasses.asdict(hit) for hit in hits]

@@ -25,7 +25,9 @@ from ._output import CliError, Text, echo_json, format_time, stdout_console, ter
 
 if TYPE_CHECKING:
     from ..ops.repair import RepairReport
-    from ..ops.transcript_check import TranscriptReport
+    from ..ops.transcript_check import SessionRepair, TranscriptReport
+    from ..store import StateStore
+    from ._reads import QuickReader
     from ._state import CliState
 
 __all__ = ["sessions"]
@@ -50,7 +52,7 @@ def _field(name: str, value: str) -> Text:
 
 
 def _preview(message: dict[str, Any]) -> str:
-    from ..transfer import content_text
+    from ..codec.display import content_text
 
     text = " ".join(content_text(message.get("content")).split())
     calls = _tool_calls_text(message)
@@ -105,8 +107,10 @@ def list_sessions(state: CliState, limit: int, source: str | None, as_json: bool
     Example:
       hermes-repo sessions list --limit 10 --json
     """
-    listed = state.existing_store.list_sessions(limit=limit, source=source)
-    rows = [info.as_dict() for info in listed]
+    rows = state.read(
+        lambda quick: quick.list_sessions(limit=limit, source=source),
+        lambda store: [i.as_dict() for i in store.list_sessions(limit=limit, source=source)],
+    )
     if as_json:
         echo_json(rows)
         return
@@ -207,15 +211,23 @@ def show(
       hermes-repo sessions show 20260101_093000_5f2a --include-inactive
       hermes-repo sessions show 20260101_093000_5f2a --repair
     """
-    from ..ops.transcript_check import repair_session
+    repaired: SessionRepair | None = None
+    if repair:
+        from ..ops.transcript_check import repair_session
 
-    store = state.existing_store
-    # Repair before reading the session row, so its counters are the repaired ones.
-    repaired = repair_session(store, session_id) if repair else None
-    info = store.get_session(session_id).as_dict()
-    messages = store.load_conversation(
-        session_id, include_inactive=include_inactive, last=last
-    ).messages
+        # Repair before reading the session row, so its counters are the repaired ones.
+        repaired = repair_session(state.existing_store, session_id)
+
+    def full(store: StateStore) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        info = store.get_session(session_id).as_dict()
+        loaded = store.load_conversation(session_id, include_inactive=include_inactive, last=last)
+        return info, loaded.messages
+
+    def quick(reader: QuickReader) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        info = reader.get_session(session_id).as_dict()
+        return info, reader.load_messages(session_id, include_inactive=include_inactive, last=last)
+
+    info, messages = state.read(quick, full)
     if as_json:
         payload: dict[str, Any] = {"session": info, "messages": messages}
         if repaired is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import click
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ..hermes_import import HermesImportReport
     from ..store import StateStore
     from ..transfer import ImportReport
+    from ..transfer.export import ExportFormat
     from ._state import CliState
 
 __all__ = ["export_command", "import_command"]
@@ -268,14 +269,18 @@ def export_command(state: CliState, session_id: str, fmt: str, output: Path | No
     Example:
       hermes-repo sessions export SID --format markdown -o transcript.md
     """
-    from ..transfer import read_export, refuse_store_targets, write_export
+    from ..transfer.export import read_export, write_export
+    from ..transfer.targets import refuse_store_targets
 
     home = state.db_path.parent
     if output is not None:
         # Before the store is opened: a refused target must not cost an open (or
         # create a store where none was).
         refuse_store_targets(output, home)
-    export = read_export(state.existing_store, session_id, fmt)
+    export = state.read(
+        lambda quick: quick.read_export(session_id, cast("ExportFormat", fmt)),
+        lambda store: read_export(store, session_id, fmt),
+    )
     if output is None:
         for chunk in export.chunks():
             # JSONL to a terminal: C1 and bidi controls as \u escapes, the same JSON;

@@ -12,16 +12,20 @@ them (see :mod:`hermes_repo.database`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from sqlalchemy import text
 from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
 from sqlalchemy.engine import Connection, CursorResult
 from sqlalchemy.engine.interfaces import DBAPICursor
-from sqlalchemy.orm import Session
 from sqlalchemy.sql.expression import Executable, TextClause
 
 from ..backend import backend_of
+
+if TYPE_CHECKING:
+    # Only a type here: the read commands search on a driver cursor and must not load
+    # the ORM (an ORM session is told from a cursor without its class, see _on_cursor).
+    from sqlalchemy.orm import Session
 
 __all__ = ["Cursor", "Db", "Statement", "execute", "fetch", "rows"]
 
@@ -32,7 +36,7 @@ _DIALECT = SQLiteDialect_pysqlite(paramstyle="named")
 Cursor = DBAPICursor
 """A DB-API cursor (of the store's driver)."""
 
-Db = Connection | Session | Cursor
+Db: TypeAlias = "Connection | Session | Cursor"
 """What a repository runs on: an SQLAlchemy connection or ORM session, or a driver cursor."""
 
 
@@ -56,11 +60,9 @@ class Statement:
         return cls(text(sql))
 
 
-_SQLALCHEMY = (Connection, Session)  # a tuple: the cheaper isinstance on the hot path
-
-
 def _on_cursor(db: Db) -> bool:
-    return not isinstance(db, _SQLALCHEMY)
+    # A DB-API cursor fetches; neither a Connection nor an ORM Session has fetchall.
+    return not isinstance(db, Connection) and hasattr(db, "fetchall")
 
 
 def execute(
@@ -87,7 +89,7 @@ def execute(
         # driver's (as on a cursor), and SQLite's drivers bind the named parameters.
         many = db.exec_driver_sql(stmt.sql, list(params))
         return many.rowcount, None
-    result = cast(CursorResult[Any], cast(Connection | Session, db).execute(stmt.clause, params))
+    result = cast(CursorResult[Any], cast("Connection | Session", db).execute(stmt.clause, params))
     if backend_of(result.context.dialect).has_lastrowid:
         return result.rowcount, result.lastrowid
     # psycopg has no lastrowid: the dialect's RETURNING gave the new key of an insert.
@@ -104,7 +106,7 @@ def fetch(db: Db, sql: str | TextClause, params: Mapping[str, Any]) -> list[Any]
         cursor.execute(sql if isinstance(sql, str) else sql.text, params)
         return list(cursor.fetchall())
     clause = text(sql) if isinstance(sql, str) else sql
-    return list(cast(Connection | Session, db).execute(clause, params))
+    return list(cast("Connection | Session", db).execute(clause, params))
 
 
 def rows(db: Db, stmt: Statement, params: Mapping[str, Any]) -> Sequence[Any]:
@@ -118,4 +120,4 @@ def rows(db: Db, stmt: Statement, params: Mapping[str, Any]) -> Sequence[Any]:
         cursor = cast(Cursor, db)
         cursor.execute(stmt.sql, params)
         return cursor.fetchall()
-    return cast(Connection | Session, db).execute(stmt.clause, params).all()
+    return cast("Connection | Session", db).execute(stmt.clause, params).all()

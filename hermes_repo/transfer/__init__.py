@@ -25,24 +25,29 @@ fix. The functions take the store as a :class:`~hermes_repo.core.WriteCore` (a
 ``TransferStore`` is that Protocol's deprecated old name, kept for one release.
 """
 
-from ..core import WriteCore
-from .catalog import SessionInfo
-from .export import (
-    EXPORT_FORMATS,
-    ExportFormat,
-    SessionExport,
-    export_session,
-    finite,
-    jsonl_line,
-    read_export,
-    write_export,
-)
-from .jsonl_import import ImportProgress, ImportReport, JsonlImportError, import_jsonl
-from .markdown import content_text, format_time, render_markdown
-from .targets import refuse_store_targets, store_file_problem
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .export import (
+        EXPORT_FORMATS,
+        ExportFormat,
+        SessionExport,
+        export_session,
+        finite,
+        jsonl_line,
+        read_export,
+        write_export,
+    )
+    from .info import SessionInfo
+    from .jsonl_import import ImportProgress, ImportReport, JsonlImportError, import_jsonl
+    from .markdown import content_text, format_time, render_markdown
+    from .targets import refuse_store_targets, store_file_problem
 
 #: Deprecated alias of :class:`~hermes_repo.core.WriteCore`, kept for one release.
-TransferStore = WriteCore
+from ..core import WriteCore as TransferStore
 
 __all__ = [
     "EXPORT_FORMATS",
@@ -65,3 +70,40 @@ __all__ = [
     "store_file_problem",
     "write_export",
 ]
+
+# Imported on first use (PEP 562): the read commands export a session through
+# :mod:`.export` without loading the import's machinery or the ORM the queries of
+# :mod:`.catalog` are built on.
+_LAZY = {
+    "EXPORT_FORMATS": ".export",
+    "ExportFormat": ".export",
+    "SessionExport": ".export",
+    "export_session": ".export",
+    "finite": ".export",
+    "jsonl_line": ".export",
+    "read_export": ".export",
+    "write_export": ".export",
+    "ImportProgress": ".jsonl_import",
+    "ImportReport": ".jsonl_import",
+    "JsonlImportError": ".jsonl_import",
+    "import_jsonl": ".jsonl_import",
+    "content_text": ".markdown",
+    "format_time": ".markdown",
+    "render_markdown": ".markdown",
+    "SessionInfo": ".info",
+    "refuse_store_targets": ".targets",
+    "store_file_problem": ".targets",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

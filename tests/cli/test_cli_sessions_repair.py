@@ -120,6 +120,11 @@ def test_doctor_and_check_only_name_the_same_sessions_and_only_the_check_fails(
     assert doctor.code == 0, doctor.stderr
     report = json.loads(doctor.stdout)
     assert report["findings"] == []
+    assert report["healthy"] is True
+    assert report["notes"] == [
+        "2 session(s) break role alternation or tool pairing; a repairing load tidies them "
+        "when it reads them (or `hermes-repo sessions repair` now): nothing to do"
+    ]
     assert report["transcripts"]["sessions_violating"] == 2
     assert set(report["transcripts"]["sessions"]) == {sid, users}
 
@@ -132,3 +137,25 @@ def test_doctor_and_check_only_name_the_same_sessions_and_only_the_check_fails(
         "sessions": [],
     }
     assert cli("--home", home, "sessions", "repair", "--check-only").code == 0
+    assert json.loads(cli("--home", home, "doctor", "--json").stdout)["notes"] == []
+
+
+def test_doctor_says_transcripts_to_tidy_need_nothing_done_and_exits_0(
+    home: Path, cli: Cli
+) -> None:
+    seed_violations(home)
+
+    doctor = cli("--home", home, "doctor")
+
+    # Exit 0 and words that agree with it: a note saying nothing is to be done, no
+    # finding, no "finding(s)" count, and the healthy line.
+    assert doctor.code == 0, doctor.stderr
+    out = " ".join(doctor.stdout.split())
+    assert (
+        "note: 2 session(s) break role alternation or tool pairing; a repairing load "
+        "tidies them when it reads them (or `hermes-repo sessions repair` now): "
+        "nothing to do" in out
+    )
+    assert "violations 2 session(s), tidied when read: nothing to do" in out
+    assert "finding(s)" not in out
+    assert out.endswith("healthy: nothing to fix")

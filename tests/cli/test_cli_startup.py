@@ -120,6 +120,72 @@ def test_reads_of_a_store_at_head_load_neither_alembic_nor_the_importer(tmp_path
     assert _loaded_after(code, watch=NOT_FOR_READS) == []
 
 
+#: What the read commands never load on a SQLite store at head: the ORM (the store's
+#: declarative models, its open and write core), Alembic, the importer, the PostgreSQL
+#: driver (the floor of their CPU, see benchmarks/bench_cli_start.py).
+NOT_FOR_READ_COMMANDS = (
+    "sqlalchemy.orm",
+    "alembic",
+    "hermes_repo.hermes_import",
+    "psycopg",
+    "hermes_repo.models",
+    "hermes_repo.store",
+    "hermes_repo.database",
+)
+
+
+def test_the_read_commands_load_no_orm_alembic_importer_or_server_driver(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    with StateStore.open(home) as store, store.unit_of_work() as uow:
+        sid = uow.sessions.create(source="cli", title="plan")
+        uow.messages.append(sid, {"role": "user", "content": "a checkpoint of the plan"})
+        uow.commit()
+    code = f"""
+        import contextlib, io
+        from hermes_repo.cli import main
+        for args in (
+            ["sessions", "list"],
+            ["sessions", "list", "--json"],
+            ["sessions", "show", {sid!r}],
+            ["sessions", "show", {sid!r}, "--last", "1", "--json"],
+            ["search", "checkpoint"],
+            ["search", "checkpoint", "--json"],
+            ["search", "checkpoint", "--page", "1"],
+            ["sessions", "export", {sid!r}],
+            ["sessions", "export", {sid!r}, "--format", "markdown"],
+        ):
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                main.main(["--home", {str(home)!r}, *args], standalone_mode=False)
+            assert "checkpoint" in out.getvalue() or "plan" in out.getvalue(), args
+    """
+    assert _loaded_after(code, watch=NOT_FOR_READ_COMMANDS) == []
+
+
+def test_listing_showing_and_exporting_load_no_sqlalchemy_at_all(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    with StateStore.open(home) as store, store.unit_of_work() as uow:
+        sid = uow.sessions.create(source="cli", title="plan")
+        uow.messages.append(sid, {"role": "user", "content": "a checkpoint of the plan"})
+        uow.commit()
+    code = f"""
+        import contextlib, io
+        from hermes_repo.cli import main
+        for args in (
+            ["sessions", "list"],
+            ["sessions", "show", {sid!r}, "--json"],
+            ["sessions", "export", {sid!r}, "--format", "markdown"],
+        ):
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                main.main(["--home", {str(home)!r}, *args], standalone_mode=False)
+            assert "plan" in out.getvalue(), args
+    """
+    assert _loaded_after(code, watch=("sqlalchemy", "alembic", "psycopg")) == []
+
+
 def test_the_head_constant_is_alembics_head() -> None:
     assert migrate.alembic_head() == migrate.HEAD_REVISION
     assert migrate.head_revision() == migrate.HEAD_REVISION

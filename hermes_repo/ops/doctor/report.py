@@ -82,12 +82,26 @@ class DoctorReport:
         assert section is None or isinstance(section, FtsStatus)
         return section
 
+    @property
+    def notes(self) -> list[str]:
+        """What the report says that needs nothing done (transcripts a repairing load
+        tidies as it reads them): never a finding, so never a reason for ``healthy``
+        to be False."""
+        out = []
+        for section in self.sections.values():
+            note = getattr(section, "note", None)
+            text = note() if callable(note) else None
+            if isinstance(text, str):
+                out.append(text)
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         """The whole report as JSON-ready data."""
         return {
             "path": self.path,
             "healthy": self.healthy,
             "findings": [f.to_dict() for f in self.findings],
+            "notes": self.notes,
             **{key: section.to_dict() for key, section in self.sections.items()},
         }
 

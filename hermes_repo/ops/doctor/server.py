@@ -134,7 +134,20 @@ def check_server_schema(ctx: DoctorContext) -> CheckResult:
     facts = ServerSchemaFacts(status.revision, status.head, status.status)
     findings: list[Finding] = []
     upgrade = sctx.command("hermes-repo db upgrade")
-    if status.status in ("empty", "behind"):
+    if status.status == "empty":
+        # As a file's doctor says of a missing file: no store here, and how to make one
+        # (a read never builds it), not a revision to catch up with.
+        findings.append(
+            Finding(
+                "store-missing",
+                "error",
+                f"there is no store in {sctx.target} (the database is empty: no "
+                "hermes_repo schema; the URL may name the wrong database)",
+                f"check --url / HERMES_REPO_URL; to create the store there run `{upgrade}` "
+                "or import into it",
+            )
+        )
+    elif status.status == "behind":
         findings.append(
             Finding(
                 "schema-behind",

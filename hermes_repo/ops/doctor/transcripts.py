@@ -32,6 +32,18 @@ class TranscriptFacts:
     rows_checked: int = 0
     violating: list[SessionViolations] = field(default_factory=list)
 
+    def note(self) -> str | None:
+        """What the report says of these sessions: a note, not a finding (nothing to do),
+        or None when none violates."""
+        found = len(self.violating)
+        if not found:
+            return None
+        return (
+            f"{found} session(s) break role alternation or tool pairing; a repairing load "
+            "tidies them when it reads them (or `hermes-repo sessions repair` now): "
+            "nothing to do"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """The facts as JSON-ready data."""
         return {
@@ -43,7 +55,9 @@ class TranscriptFacts:
     def rows(self) -> list[tuple[str, str]]:
         """The facts as (label, value) lines for a person."""
         found = len(self.violating)
-        verdict = f"{found} session(s) a `sessions repair` would tidy" if found else "none violates"
+        verdict = (
+            f"{found} session(s), tidied when read: nothing to do" if found else "none violates"
+        )
         out = [("checked", f"{self.rows_checked} active row(s)"), ("violations", verdict)]
         out += [("session", v.session_id) for v in self.violating[:MAX_LISTED]]
         return out
