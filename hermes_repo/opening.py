@@ -345,7 +345,7 @@ def check_home(folder: Path) -> None:
 
 def _at_open(policy: RetryPolicy) -> RetryPolicy:
     # Short budget: a store held by a busy writer must still open promptly; what cannot
-    # be done now is done by a later open (or `hermes-repo pending recover`).
+    # be done now is done by a later open (or `hermes-repo pending replay`).
     return RetryPolicy(budget_s=min(policy.budget_s, 2.0))
 
 
