@@ -20,6 +20,7 @@ from .deprecation import moved_names
 if TYPE_CHECKING:
     # What a message must be to become a row: for a caller (a framework's door) that
     # checks a whole call before writing any of it.
+    from .backend import Backend
     from .codec import check_server_text, message_to_row
     from .errors import (
         BackupSpaceError,
@@ -100,6 +101,7 @@ _LAZY: dict[str, str] = {
     "SessionRepository": ".repositories",
     "MAX_SEARCH_LIMIT": ".repositories.search.paging",
     "SearchPage": ".repositories.search.paging",
+    "Backend": ".backend",
     "Conversation": ".store",
     "StateStore": ".store",
     "StoreHealth": ".store",
@@ -196,6 +198,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "MAX_SEARCH_LIMIT",
+    "Backend",
     "BackupSpaceError",
     "CommitUnknownError",
     "ConfigurationError",

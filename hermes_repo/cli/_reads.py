@@ -39,6 +39,7 @@ from ..errors import HermesRepoError, NotFoundError
 from ..holders import HolderLock, StoreHeldError
 from ..homes import note_in_use
 from ..ids import check_session_id
+from ..schema.head import HEAD_REVISION
 from ..transfer.info import SessionInfo, session_extra
 
 if TYPE_CHECKING:
@@ -51,9 +52,6 @@ __all__ = ["HEAD_REVISION", "NEEDS_OPEN", "QuickReader", "quick_read"]
 
 T = TypeVar("T")
 
-#: The schema revision this code expects (:data:`hermes_repo.schema.migrate.HEAD_REVISION`,
-#: which a test compares it with; that module loads the ORM models).
-HEAD_REVISION = "0005_searchable_content"
 #: Where pending transcripts wait (:mod:`hermes_repo.transcript.spool.names`; a test
 #: compares them).
 SESSIONS_DIR = "sessions"

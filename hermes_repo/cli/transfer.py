@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ..hermes_import import HermesImportReport
     from ..store import StateStore
     from ..transfer import ImportReport
-    from ..transfer.export import ExportFormat
+    from ..transfer.export import ExportFormat, SessionExport
     from ._state import CliState
 
 __all__ = ["export_command", "import_command"]
@@ -269,8 +269,15 @@ def export_command(state: CliState, session_id: str, fmt: str, output: Path | No
     Example:
       hermes-repo sessions export SID --format markdown -o transcript.md
     """
-    from ..transfer.export import read_export, write_export
+    from ..transfer.export import write_export
     from ..transfer.targets import refuse_store_targets
+
+    def read_opened(store: StateStore) -> SessionExport:
+        # Only when the store's open is needed: the repositories cost a quick read its
+        # budget.
+        from ..transfer.export_read import read_export
+
+        return read_export(store, session_id, fmt)
 
     home = state.db_path.parent
     if output is not None:
@@ -279,7 +286,7 @@ def export_command(state: CliState, session_id: str, fmt: str, output: Path | No
         refuse_store_targets(output, home)
     export = state.read(
         lambda quick: quick.read_export(session_id, cast("ExportFormat", fmt)),
-        lambda store: read_export(store, session_id, fmt),
+        read_opened,
     )
     if output is None:
         for chunk in export.chunks():

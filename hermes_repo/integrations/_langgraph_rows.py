@@ -15,10 +15,9 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Table, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
-from hermes_repo import SessionTakenError, UnitOfWork
+from hermes_repo import Backend, SessionTakenError, UnitOfWork
 from hermes_repo.codec import dumps
 from hermes_repo.models import messages_table, sessions_table
 
@@ -140,12 +139,10 @@ def next_version(current: str | int | None) -> str:
     return f"{count + 1:032}.{random.random():016}"
 
 
-def dialect_insert(conn: Connection, table: Table) -> Any:
-    """An INSERT that knows ``ON CONFLICT`` on the connection's backend (either
-    dialect's ``Insert``: the two share the methods used here)."""
-    if conn.dialect.name == "postgresql":
-        return postgresql.insert(table)
-    return sqlite.insert(table)
+def dialect_insert(backend: Backend, table: Table) -> Any:
+    """An INSERT that knows ``ON CONFLICT`` on the store's backend (either dialect's
+    ``Insert``: the two share the methods used here)."""
+    return backend.insert(table)
 
 
 def _field(message: Any, name: str) -> Any:

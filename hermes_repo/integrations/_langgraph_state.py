@@ -16,7 +16,7 @@ from sqlalchemy import bindparam, delete, func, literal, select, tuple_, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql import Select
 
-from hermes_repo import UnitOfWork
+from hermes_repo import Backend, UnitOfWork
 from hermes_repo.codec import decode_text, loads
 from hermes_repo.models import (
     langgraph_blobs_table as BL,
@@ -192,6 +192,8 @@ def one_tuple(
     checkpoint_id: str | None,
     thread_id: Any,
     check: Callable[[str, dict[str, Any]], None],
+    *,
+    server: bool,
 ) -> CheckpointTuple | None:
     """:meth:`get_tuple`'s read, on the driver's cursor in the caller's read
     transaction: LangGraph reads a thread's newest checkpoint at every run, and building
@@ -199,7 +201,6 @@ def one_tuple(
     a session that is not the thread's (given its source and ``extra``)."""
     dbapi = conn.connection.dbapi_connection
     assert dbapi is not None
-    server = conn.dialect.name == "postgresql"
 
     def sql(text: str) -> str:
         return text.replace("?", "%s") if server else text
@@ -374,14 +375,14 @@ def keep_latest(conn: Connection, serde: SerializerProtocol, session_id: str) ->
         collect_blobs(conn, serde, session_id, ns)
 
 
-def copy_rows(conn: Connection, source: str, target: str) -> None:
+def copy_rows(conn: Connection, backend: Backend, source: str, target: str) -> None:
     """Every checkpoint, channel value and pending write of ``source`` into ``target``
     (rows it already has are kept)."""
     for table in (CK, BL, WR):
         others = [c for c in table.c if c.name != "session_id"]
         chosen = select(literal(target), *others).where(table.c.session_id == source)
         stmt = (
-            dialect_insert(conn, table)
+            dialect_insert(backend, table)
             .from_select(["session_id", *(c.name for c in others)], chosen)
             .on_conflict_do_nothing()
         )

@@ -173,6 +173,7 @@ class HermesSaver(BaseCheckpointSaver[str]):
                 checkpoint_id,
                 given,
                 lambda source, extra: check_owner(thread_id, sid, source, extra),
+                server=not self.store.backend.is_file,
             )
 
         return self.store.read(work)
@@ -300,9 +301,12 @@ class HermesSaver(BaseCheckpointSaver[str]):
             conn = uow.connection
             if blobs:
                 conn.execute(
-                    dialect_insert(conn, langgraph_blobs_table).on_conflict_do_nothing(), blobs
+                    dialect_insert(
+                        self.store.backend, langgraph_blobs_table
+                    ).on_conflict_do_nothing(),
+                    blobs,
                 )
-            insert = dialect_insert(conn, _CK)
+            insert = dialect_insert(self.store.backend, _CK)
             conn.execute(
                 insert.on_conflict_do_update(
                     index_elements=["session_id", "checkpoint_ns", "checkpoint_id"],
@@ -362,7 +366,7 @@ class HermesSaver(BaseCheckpointSaver[str]):
         def work(uow: UnitOfWork) -> None:
             own_for_write(uow, thread_id, sid, create=True)
             conn = uow.connection
-            insert = dialect_insert(conn, langgraph_writes_table)
+            insert = dialect_insert(self.store.backend, langgraph_writes_table)
             stmt = (
                 insert.on_conflict_do_update(
                     index_elements=[
@@ -421,7 +425,7 @@ class HermesSaver(BaseCheckpointSaver[str]):
             extra = own_for_write(uow, target, target_sid, create=True)
             assert extra is not None  # created when missing
             if source_sid != target_sid:
-                state.copy_rows(uow.connection, source_sid, target_sid)
+                state.copy_rows(uow.connection, self.store.backend, source_sid, target_sid)
                 state.append_latest_messages(uow, self.serde, target_sid, uid_prefix(extra))
 
         self.store.write(work)

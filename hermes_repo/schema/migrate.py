@@ -23,6 +23,7 @@ from ..engine import WRITE_OPTION
 from ..errors import ConfigurationError
 from ..models import Base
 from .files import recovered_path
+from .head import HEAD_REVISION
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -59,9 +60,8 @@ def migrations_dir() -> Path:
     )
 
 
-HEAD_REVISION = "0006_langgraph_checkpoints"
-"""The newest revision in ``migrations/versions``: a new migration changes it too (a test
-compares it with Alembic's head, so the two cannot drift apart)."""
+# HEAD_REVISION (schema/head.py) is the newest revision in ``migrations/versions``: a
+# new migration changes it too (a test compares it with Alembic's head).
 
 
 def alembic_config(connection: Connection | None = None) -> Config:

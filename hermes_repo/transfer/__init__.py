@@ -35,12 +35,11 @@ if TYPE_CHECKING:
         EXPORT_FORMATS,
         ExportFormat,
         SessionExport,
-        export_session,
         finite,
         jsonl_line,
-        read_export,
         write_export,
     )
+    from .export_read import export_session, read_export
     from .info import SessionInfo
     from .jsonl_import import ImportProgress, ImportReport, JsonlImportError, import_jsonl
     from .markdown import content_text, format_time, render_markdown
@@ -78,10 +77,10 @@ _LAZY = {
     "EXPORT_FORMATS": ".export",
     "ExportFormat": ".export",
     "SessionExport": ".export",
-    "export_session": ".export",
+    "export_session": ".export_read",
     "finite": ".export",
     "jsonl_line": ".export",
-    "read_export": ".export",
+    "read_export": ".export_read",
     "write_export": ".export",
     "ImportProgress": ".jsonl_import",
     "ImportReport": ".jsonl_import",

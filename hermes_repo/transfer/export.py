@@ -19,26 +19,18 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from ..codec import dumps, scrub
 from ..errors import ConfigurationError, HermesRepoError, StorageFullError
-from ..ids import check_session_id
-from ..repositories import MessageRepository
-from . import catalog
 from .markdown import render_markdown
 from .targets import refuse_store_targets
 
 if TYPE_CHECKING:
-    from sqlalchemy.engine import Connection
-
-    from ..core import WriteCore
     from .catalog import SessionInfo
 
 __all__ = [
     "EXPORT_FORMATS",
     "ExportFormat",
     "SessionExport",
-    "export_session",
     "finite",
     "jsonl_line",
-    "read_export",
     "write_export",
 ]
 
@@ -98,30 +90,6 @@ class SessionExport:
     def text(self) -> str:
         """The whole export as one string."""
         return "".join(self.chunks())
-
-
-def read_export(store: WriteCore, session_id: str, fmt: str = "jsonl") -> SessionExport:
-    """Read session ``session_id`` for export in ``fmt`` (``jsonl`` or ``markdown``).
-
-    Raises :class:`~hermes_repo.errors.NotFoundError` when there is no such session.
-    """
-    if fmt not in EXPORT_FORMATS:
-        raise HermesRepoError(
-            f"unknown export format {fmt!r}; pass one of {', '.join(EXPORT_FORMATS)}"
-        )
-    check_session_id(session_id)
-
-    def read(conn: Connection) -> tuple[SessionInfo, list[dict[str, Any]]]:
-        # The row and the replay in one read transaction: the export is one moment.
-        return catalog.get_session(conn, session_id), MessageRepository(conn).list(session_id)
-
-    info, messages = store.read(read)
-    return SessionExport(info, messages, fmt)
-
-
-def export_session(store: WriteCore, session_id: str, fmt: str = "jsonl") -> str:
-    """The export of session ``session_id`` as one string (see :func:`read_export`)."""
-    return read_export(store, session_id, fmt).text()
 
 
 def _write_failed(output: Path, exc: OSError) -> HermesRepoError:
