@@ -59,7 +59,7 @@ def migrations_dir() -> Path:
     )
 
 
-HEAD_REVISION = "0005_searchable_content"
+HEAD_REVISION = "0006_tool_call_search"
 """The newest revision in ``migrations/versions``: a new migration changes it too (a test
 compares it with Alembic's head, so the two cannot drift apart)."""
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from .fts.projection import CJK_RANGES, TRIGRAM_CAP
+from .fts.projection import CJK_RANGES, TRIGRAM_CAP, projection_of
 
 __all__ = [
     "CAP",
@@ -87,9 +87,9 @@ def sql_literal(value: str) -> str:
 
 
 def search_text(t: str) -> str:
-    """The searchable text of row ``t`` (``""`` for bare column names)."""
-    p = f"{t}." if t else ""
-    return f"coalesce({p}content, {p}content_text)"
+    """The searchable text of row ``t`` (``""`` for bare column names): the SQLite
+    projection's expression verbatim (text content, then the tool calls' text)."""
+    return projection_of(f"{t}." if t else "")
 
 
 def capped_text(t: str) -> str:

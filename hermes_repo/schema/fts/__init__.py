@@ -19,11 +19,12 @@ the rows longer than each cap, and search scans just those rows with LIKE.
 
 Each index reads its rows through a view (``*_src``) that projects a message to the
 indexed text: its text content, or for multimodal content the joined ``text`` parts
-(stored in ``content_text`` when the row is written), cut at the index's cap. The
-triggers write the
-same projection from ``new.*`` / ``old.*``; all three are rendered from one template
-(:mod:`.ddl`), so ``'rebuild'``, ``'delete'`` and the triggers can never see different text
-(which would make the index drift and its integrity check fail).
+(stored in ``content_text`` when the row is written), followed by its tool calls'
+function names and arguments (``calls_text``, also written with the row), cut at the
+index's cap. The triggers write the same projection from ``new.*`` / ``old.*``; all
+three are rendered from one template (:mod:`.ddl`), so ``'rebuild'``, ``'delete'`` and
+the triggers can never see different text (which would make the index drift and its
+integrity check fail).
 
 One module per job:
 

@@ -105,7 +105,7 @@ INDEXES: tuple[FtsIndex, ...] = (
         tokenize="unicode61 remove_diacritics 2",
         columns=("content", "tool_name"),
         row_filter=None,
-        watched=("content", "content_text", "tool_name"),
+        watched=("content", "content_text", "calls_text", "tool_name"),
         cap=WORD_CAP,
     ),
     FtsIndex(
@@ -119,7 +119,7 @@ INDEXES: tuple[FtsIndex, ...] = (
             + indexed_projection("{t}", TRIGRAM_CAP)
             + f" GLOB '{_CJK_GLOB}')"
         ),
-        watched=("content", "content_text", "role"),
+        watched=("content", "content_text", "calls_text", "role"),
         cap=TRIGRAM_CAP,
     ),
 )

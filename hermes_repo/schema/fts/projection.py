@@ -11,8 +11,20 @@ import re
 
 
 def text_projection(t: str) -> str:
-    """The searchable text of a row ``t``: its text content, or its multimodal text parts."""
-    return f"coalesce({t}.content, {t}.content_text)"
+    """The searchable text of a row ``t``: its text content (or its multimodal text
+    parts), then the text of its tool calls (their names and arguments), space-joined.
+
+    ``a || ' ' || b`` is NULL when either side is, so the outer ``coalesce`` falls back
+    to whichever side exists; the expression is the same on PostgreSQL
+    (:func:`hermes_repo.schema.pg_search.search_text`).
+    """
+    return projection_of(f"{t}.")
+
+
+def projection_of(p: str) -> str:
+    """:func:`text_projection` over the columns prefixed by ``p`` (``"m."``, or ``""``)."""
+    body = f"coalesce({p}content, {p}content_text)"
+    return f"coalesce({body} || ' ' || {p}calls_text, {body}, {p}calls_text)"
 
 
 def indexed_projection(t: str, cap: int) -> str:
