@@ -7,7 +7,8 @@ they are equal. On PostgreSQL the derived index is kept by the database itself:
   go through ``unaccent`` first, so ``cafe`` finds ``café`` as the SQLite word index
   (``remove_diacritics 2``) does;
 * :data:`VECTOR_COLUMN`, a STORED generated ``tsvector`` over the same projection the
-  SQLite word index reads (the text, then the tool name), with a GIN index;
+  SQLite word index reads (the text and its tool calls' text, then the tool name),
+  with a GIN index;
 * a ``pg_trgm`` GIN expression index over the text of the rows the SQLite trigram index
   holds (every row but tool rows without CJK), for substring and CJK search;
 * a partial b-tree index listing the rows longer than :data:`CAP`, which search scans

@@ -3,7 +3,7 @@
 Two external-content FTS5 indexes sit over ``messages``:
 
 * ``messages_fts`` (unicode61, diacritics removed): word search with bm25, over every
-  row's text and tool name.
+  row's text (with the text of its tool calls) and tool name.
 * ``messages_fts_trigram`` (trigram): substring and CJK search. It covers the text of
   system, user and assistant rows, and of tool rows that hold CJK text. Tool output is
   the bulk of an agent's transcript and a trigram index costs ~2.4x the text it covers,
