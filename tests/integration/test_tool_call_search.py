@@ -180,3 +180,28 @@ def test_a_hermes_turn_with_text_and_tool_calls_is_found_by_its_arguments_after_
     # A re-import of the unchanged file changes nothing: the derived text is no edit.
     again = store.import_hermes_db(src)
     assert (again.messages.imported, again.messages.edited) == (0, 0)
+
+
+def test_accented_cjk_and_escaped_words_in_hermes_arguments_are_found_where_hermes_misses_them(
+    store: StateStore, tmp_path: Path
+) -> None:
+    hermes_state = pytest.importorskip(
+        "hermes_state",
+        reason="hermes-agent is not installed: pip install --no-deps hermes-agent==0.19.0",
+    )
+    args = json.dumps({"command": "cat café.txt\nnarwhal", "query": "服务器配置文件路径"})
+    src = tmp_path / "h" / "state.db"
+    src.parent.mkdir()
+    db = hermes_state.SessionDB(db_path=src)
+    try:
+        db.create_session("s2", "cli")
+        db.append_message("s2", "assistant", "Looking.", tool_calls=[_call("sh", args)])
+        # Hermes indexes the calls' JSON as written: escapes, not the characters.
+        assert [db.search_messages(w) for w in ("café", "narwhal", "配置文件")] == [[], [], []]
+    finally:
+        db.close()
+
+    store.import_hermes_db(src)
+
+    for word in ("café", "cafe", "narwhal", "配置文件"):
+        assert [h.session_id for h in store.search(word)] == ["s2"], word
