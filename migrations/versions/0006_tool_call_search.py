@@ -208,7 +208,7 @@ def _fill_calls_text() -> None:
     bind = op.get_bind()
     m = _messages.c
     select = (
-        sa.select(m.id, m.tool_calls, m.content, m.content_parts)
+        sa.select(m.id, m.tool_calls)
         .where(m.tool_calls.is_not(None), m.id > sa.bindparam("after"))
         .order_by(m.id)
         .limit(BATCH)
@@ -225,11 +225,11 @@ def _fill_calls_text() -> None:
             break
         after = rows[-1][0]
         changed = []
-        for row_id, calls, _content, _parts in rows:
+        for row_id, calls in rows:
             try:
                 value = json.loads(calls)
-            except (ValueError, RecursionError):
-                continue  # not JSON this store wrote: nothing to search in it
+            except (ValueError, TypeError, RecursionError):
+                continue  # not JSON text this store wrote: nothing to search in it
             text = _calls_text_0006(value)
             if text is not None:
                 changed.append({"row_id": row_id, "calls": text})

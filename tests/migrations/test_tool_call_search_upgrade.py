@@ -218,3 +218,25 @@ def test_a_0005_postgresql_store_finds_words_of_its_tool_calls_after_the_upgrade
         with engine.connect() as conn:
             hits = SearchRouter(PostgresDialect(conn)).search(SearchQuery("frobnicator", limit=10))
         assert [h.role for h in hits] == ["assistant"]
+
+
+def test_the_upgrade_leaves_tool_calls_that_are_not_json_text_as_they_are(tmp_path: Path) -> None:
+    _, engine = _store_at_0005(tmp_path)
+    with engine.execution_options(**{WRITE_OPTION: True}).begin() as conn:
+        # Values another tool wrote: a number, text that is not JSON, a JSON string.
+        for uid, calls in (("odd1", 42), ("odd2", "[{not json"), ("odd3", '"just text"')):
+            conn.execute(
+                text(
+                    "INSERT INTO messages (session_id, uid, role, tool_calls, timestamp)"
+                    " VALUES ('s', :uid, 'assistant', :calls, 9)"
+                ),
+                {"uid": uid, "calls": calls},
+            )
+
+    migrate.upgrade(engine)
+
+    calls = _by_uid(engine, "calls_text")
+    assert [calls[u] for u in ("odd1", "odd2", "odd3")] == [None, None, None]
+    assert calls["u1"] == "read_file path /etc/frobnicator.yaml"
+    with engine.connect() as conn:
+        assert fts.integrity_errors(conn) == {}
