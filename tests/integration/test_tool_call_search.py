@@ -205,3 +205,13 @@ def test_accented_cjk_and_escaped_words_in_hermes_arguments_are_found_where_herm
 
     for word in ("café", "cafe", "narwhal", "配置文件"):
         assert [h.session_id for h in store.search(word)] == ["s2"], word
+
+
+def test_a_nul_in_arguments_is_stored_and_the_words_around_it_are_found(store: StateStore) -> None:
+    # A server's text cannot hold U+0000: the call keeps it (JSON escapes it), its
+    # searchable text holds U+FFFD instead, so the append succeeds on every backend.
+    calls = [_call("sh", json.dumps({"command": "printf 'a\x00b' > ocelot.bin"}))]
+    row_id = store.append_message("s1", {"role": "assistant", "content": "ok", "tool_calls": calls})
+
+    assert [h.message_id for h in store.search("ocelot")] == [row_id]
+    assert store.load_conversation("s1").messages[0]["tool_calls"] == calls
