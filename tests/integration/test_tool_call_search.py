@@ -215,3 +215,31 @@ def test_a_nul_in_arguments_is_stored_and_the_words_around_it_are_found(store: S
 
     assert [h.message_id for h in store.search("ocelot")] == [row_id]
     assert store.load_conversation("s1").messages[0]["tool_calls"] == calls
+
+
+def test_a_repair_that_unites_two_turns_calls_keeps_every_call_searchable_in_the_survivor(
+    store: StateStore,
+) -> None:
+    first = {
+        "role": "assistant",
+        "content": "let me look",
+        "tool_calls": [_call("read_file", '{"path": "/srv/ibex.conf"}', "c1")],
+    }
+    second = {  # a second assistant turn in a row: the repair unites it into the first
+        "role": "assistant",
+        "content": "and this",
+        "tool_calls": [_call("grep", '{"pattern": "tapir"}', "c2")],
+    }
+    store.append_message("s1", {"role": "user", "content": "check both"})
+    survivor = store.append_message("s1", first)
+    store.append_message("s1", second)
+    for cid in ("c1", "c2"):
+        store.append_message("s1", {"role": "tool", "content": "ok", "tool_call_id": cid})
+
+    assert store.load_conversation("s1", repair=True).repairs >= 1
+
+    # The survivor now holds both calls: each word finds it, the archived turn only
+    # when asked.
+    assert [h.message_id for h in store.search("tapir")] == [survivor]
+    assert [h.message_id for h in store.search("ibex")] == [survivor]
+    assert len(store.search("tapir", include_inactive=True)) >= 2
