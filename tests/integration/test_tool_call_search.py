@@ -82,7 +82,7 @@ def test_a_word_after_an_escaped_newline_or_quote_in_arguments_is_a_word_of_its_
 ) -> None:
     # Arguments are JSON text: a newline is the two characters backslash n. Read raw,
     # the word after it would be indexed as "nzanzibar".
-    args = json.dumps({"command": "cd /tmp\nzanzibar --flag", "note": 'say "capybara"'})
+    args = json.dumps({"command": "cd /srv/app\nzanzibar --flag", "note": 'say "capybara"'})
     row_id = store.append_message(
         "s1", {"role": "assistant", "content": "running it", "tool_calls": [_call("sh", args)]}
     )
