@@ -77,8 +77,8 @@ QUERIES = (
 )
 
 # What a hand-written program would send for a substring search, newest first. The
-# library reads `coalesce(content, content_text)` (multimodal text parts); on this
-# corpus content_text is always NULL, so both select the same rows.
+# library reads the text projection (multimodal text parts, then the tool calls' text);
+# on this corpus content_text and calls_text are always NULL, so both select the same rows.
 RAW_LIKE = (
     "SELECT id, session_id, role, content, timestamp FROM messages"
     " WHERE active = 1 AND content LIKE ? ESCAPE '\\'"

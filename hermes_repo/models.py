@@ -127,6 +127,9 @@ class Message(Base):
     # and FTS5 cannot read a view that calls a table-valued function like json_each).
     content_text: Mapped[str | None] = mapped_column(Text)
     tool_calls: Mapped[str | None] = mapped_column(Text)  # JSON text
+    # The searchable text of tool_calls (each call's function name and arguments),
+    # computed when the row is written, like content_text: the index reads a plain column.
+    calls_text: Mapped[str | None] = mapped_column(Text)
     tool_call_id: Mapped[str | None] = mapped_column(String)
     tool_name: Mapped[str | None] = mapped_column(String)
     timestamp: Mapped[float] = mapped_column(Float)

@@ -74,7 +74,7 @@ field (:mod:`hermes_repo.ops.doctor.values`).
 from __future__ import annotations
 
 from .checks import MAX_DEPTH, MAX_TIMESTAMP, check_server_text, check_timestamp, short_repr
-from .content import content_columns, parts_text
+from .content import calls_text, content_columns, parts_text
 from .keys import nesting_depth
 from .rows import (
     INVALID_KEY,
@@ -107,6 +107,7 @@ __all__ = [
     "MESSAGE_COLUMNS",
     "ROW_COLUMNS",
     "TEXT_MARK",
+    "calls_text",
     "check_server_text",
     "check_timestamp",
     "content_columns",

@@ -1,8 +1,9 @@
 """A message's content as columns: text as is, or JSON parts plus the searchable text
-projection full-text search indexes."""
+projection full-text search indexes; and the searchable text of its tool calls."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -10,7 +11,7 @@ from .checks import _json
 from .keys import _check_keys
 from .text import dumps, has_surrogates, scrub
 
-__all__ = ["content_columns", "parts_text"]
+__all__ = ["calls_text", "content_columns", "parts_text"]
 
 
 def content_columns(content: Any) -> dict[str, str | None]:
@@ -91,3 +92,64 @@ def parts_text(content: Any) -> str | None:
             ]
             stack.extend(reversed(kept))
     return " ".join(texts) if texts else None
+
+
+def calls_text(tool_calls: Any) -> str | None:
+    """The searchable text of a message's tool calls (the ``calls_text`` column), or None.
+
+    Each call gives its function's name, then its arguments: arguments that are JSON
+    text (what model APIs send) give their keys and values in document order, decoded,
+    so a word after an escaped newline or quote is a word of its own; other arguments
+    give their text as is. A call shaped ``{"function": {...}}`` (OpenAI, Hermes) or
+    ``{"name": ..., "arguments" | "input": ...}`` is read; ids and types are not (they
+    would match every call). Every writer of ``tool_calls`` derives the column here,
+    and migration ``0007_tool_call_search`` froze this rule for the rows stored before
+    it. Lone surrogates and U+0000 become U+FFFD: the text is searchable on every backend.
+    """
+    if not isinstance(tool_calls, list):
+        return None
+    texts: list[str] = []
+    for call in tool_calls:
+        if not isinstance(call, Mapping):
+            continue
+        function = call.get("function")
+        if not isinstance(function, Mapping):
+            function = call
+        name = function.get("name")
+        if isinstance(name, str) and name:
+            texts.append(name)
+        arguments = function.get("arguments", function.get("input"))
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments)
+            except (ValueError, RecursionError):
+                texts.append(arguments)  # not JSON (a model's truncated call): as it is
+                continue
+        _leaves(arguments, texts)
+    text = " ".join(t for t in texts if t)
+    if not text:
+        return None
+    return scrub(text).replace("\x00", "\ufffd")
+
+
+def _leaves(value: Any, out: list[str]) -> None:
+    """Append the keys, text and numbers of a decoded JSON value to ``out``, in order.
+
+    Iterative, so arguments nested as deep as JSON allows never recurse here.
+    """
+    stack: list[Any] = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            out.append(node)
+        elif isinstance(node, bool) or node is None:
+            continue
+        elif isinstance(node, int | float):
+            out.append(repr(node))
+        elif isinstance(node, list):
+            stack.extend(reversed(node))
+        elif isinstance(node, Mapping):
+            items: list[Any] = []
+            for k, v in node.items():
+                items += [str(k), v]
+            stack.extend(reversed(items))

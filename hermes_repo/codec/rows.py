@@ -21,7 +21,7 @@ from .checks import (
     _text,
     check_timestamp,
 )
-from .content import content_columns
+from .content import calls_text, content_columns
 from .keys import _check_keys
 from .text import _SURROGATE, TEXT_MARK, decode_text, loads
 
@@ -68,6 +68,7 @@ ROW_COLUMNS = (
     "content_parts",
     "content_text",
     "tool_calls",
+    "calls_text",
     "tool_call_id",
     "tool_name",
     "timestamp",
@@ -225,6 +226,7 @@ def message_to_row(
         "role": role,
         **content_columns(message.get("content")),
         "tool_calls": None if tool_calls is None else _json("tool_calls", tool_calls),
+        "calls_text": None if tool_calls is None else calls_text(tool_calls),
         "tool_call_id": _text("tool_call_id", message.get("tool_call_id")),
         "tool_name": _text("tool_name", tool_name),
         "timestamp": timestamp,

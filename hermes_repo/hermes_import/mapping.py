@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..codec import MAX_DEPTH, check_timestamp, dumps, message_to_row, nesting_depth, scrub
+from ..codec import MAX_DEPTH, check_timestamp, dumps, message_to_row, nesting_depth
 from ..errors import HermesRepoError, IntegrityViolation
 from ..ids import validate_session_id
 from ..models import ROLES
@@ -248,28 +248,6 @@ def _sort_key(value: Any) -> float:
 # -- one session ----------------------------------------------------------------------
 
 
-def _calls_text(calls: Any) -> str | None:
-    """The searchable text of a turn that only calls tools: each call's function name and
-    arguments. Hermes (schema 16 to 22) indexed ``tool_calls`` beside ``content``, so a
-    word only in a call's arguments (a path, a command) was found; this store's index
-    reads ``content_text`` when a row has no content, and the load ignores it there."""
-    if not isinstance(calls, list):
-        return None
-    texts = []
-    for call in calls:
-        function = call.get("function") if isinstance(call, dict) else None
-        if not isinstance(function, dict):
-            continue
-        for key in ("name", "arguments"):
-            value = function.get(key)
-            if isinstance(value, str) and value:
-                texts.append(value)
-    if not texts:
-        return None
-    # U+0000 and lone surrogates never reach an index (a server's text refuses them).
-    return scrub(" ".join(texts)).replace("\x00", "\ufffd")
-
-
 @dataclass
 class _Session:
     """One session's rows to write, or one part of a long session's rows."""
@@ -433,9 +411,9 @@ class Mapper:
             extra["timestamp"] = _plain(ts)
             message["timestamp"] = last_ts if last_ts is not None else 0.0
             warnings.append(f"{exc}; kept in extra, the row keeps its place")
+        # message_to_row derives calls_text: a word only in a call's arguments is found,
+        # as Hermes (which indexes tool_calls beside content) found it.
         out = message_to_row(sid, message)
-        if out["content"] is None and out["content_parts"] is None:
-            out["content_text"] = _calls_text(message.get("tool_calls"))
         # A loaded message sets these keys itself after merging extra: a source value kept
         # under the same name would be hidden, so it is kept as hermes_<name>.
         extra = {(f"hermes_{k}" if k in _LOADED_KEYS else k): v for k, v in extra.items()}

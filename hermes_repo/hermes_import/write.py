@@ -40,10 +40,10 @@ class _Counts:
 
 
 # Columns a re-import compares and rewrites: the row's values, not its identity or
-# archive state (content_text is derived from content_parts, and differs on a server).
-_VALUE_SKIP = frozenset(
-    {"session_id", "uid", "active", "archived_at", "archive_reason", "content_text"}
-)
+# archive state (content_text and calls_text are derived from content_parts and
+# tool_calls, and content_text differs on a server).
+_DERIVED = ("content_text", "calls_text")
+_VALUE_SKIP = frozenset({"session_id", "uid", "active", "archived_at", "archive_reason", *_DERIVED})
 #: Archive reason of an imported row the source no longer holds.
 DELETED_REASON = ARCHIVE_PREFIX + "deleted or rewritten in the source"
 
@@ -170,8 +170,7 @@ def _finish(
         if keep:  # the version replayed until now stays in the audit trail
             keep_copy(uow.connection, item.sid, row_id, edited_reason(row_id), now)
         values = {c: m[c] for c in columns}
-        if "content_text" in m:
-            values["content_text"] = m["content_text"]
+        values.update((c, m[c]) for c in _DERIVED if c in m)
         if server:
             check_server_text(values)  # U+0000 was mapped already; the derived text too
         uow.connection.execute(

@@ -14,6 +14,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
+from ..codec import calls_text, loads
 from ..driver_errors import describe
 from ..engine import Driver
 from ..schema import fts
@@ -25,6 +26,7 @@ __all__ = [
     "RowWriter",
     "add_placeholders",
     "drop_derived_meta",
+    "fill_calls_text",
     "fix_counters",
     "keep_sequence",
     "prepare",
@@ -99,8 +101,36 @@ def prepare(conn: Connection) -> None:
     conn.exec_driver_sql(f"PRAGMA cache_size = {_CACHE_KIB}")
 
 
+def fill_calls_text(conn: Connection) -> int:
+    """Derive ``calls_text`` where a salvaged row has tool calls but no such text: a
+    source older than revision 0007 has no column to salvage it from, and without it
+    the words of the calls would not be found. Returns how many rows got one."""
+    select = (
+        "SELECT id, tool_calls FROM messages WHERE tool_calls IS NOT NULL"
+        " AND calls_text IS NULL AND id > ? ORDER BY id LIMIT ?"
+    )
+    filled, after = 0, -1
+    while True:
+        rows = conn.exec_driver_sql(select, (after, _CHUNK)).fetchall()
+        if not rows:
+            return filled
+        after = rows[-1][0]
+        changed = []
+        for row_id, stored in rows:
+            try:
+                derived = calls_text(loads(stored))
+            except (ValueError, TypeError):
+                continue  # not JSON text: nothing to search in it (the doctor names the value)
+            if derived is not None:
+                changed.append((derived, row_id))
+        if changed:
+            conn.exec_driver_sql("UPDATE messages SET calls_text = ? WHERE id = ?", changed)
+            filled += len(changed)
+
+
 def rebuild_indexes(conn: Connection) -> None:
     """Fill both FTS indexes from the canonical rows and put the sync triggers back."""
+    fill_calls_text(conn)  # the triggers are off: no row is indexed twice
     # The migrations created both indexes empty; the triggers are the runtime's DDL,
     # which equals the migrations'.
     for ix in fts.INDEXES:

@@ -5,4 +5,4 @@ reader, which must not load the ORM models that ``migrate`` brings; a new migrat
 changes :data:`HEAD_REVISION` here (a test compares it with Alembic's head).
 """
 
-HEAD_REVISION = "0006_langgraph_checkpoints"
+HEAD_REVISION = "0007_tool_call_search"

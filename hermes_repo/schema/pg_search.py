@@ -7,7 +7,8 @@ they are equal. On PostgreSQL the derived index is kept by the database itself:
   go through ``unaccent`` first, so ``cafe`` finds ``café`` as the SQLite word index
   (``remove_diacritics 2``) does;
 * :data:`VECTOR_COLUMN`, a STORED generated ``tsvector`` over the same projection the
-  SQLite word index reads (the text, then the tool name), with a GIN index;
+  SQLite word index reads (the text and its tool calls' text, then the tool name),
+  with a GIN index;
 * a ``pg_trgm`` GIN expression index over the text of the rows the SQLite trigram index
   holds (every row but tool rows without CJK), for substring and CJK search;
 * a partial b-tree index listing the rows longer than :data:`CAP`, which search scans
@@ -30,7 +31,7 @@ from __future__ import annotations
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from .fts.projection import CJK_RANGES, TRIGRAM_CAP
+from .fts.projection import CJK_RANGES, TRIGRAM_CAP, projection_of
 
 __all__ = [
     "CAP",
@@ -87,9 +88,9 @@ def sql_literal(value: str) -> str:
 
 
 def search_text(t: str) -> str:
-    """The searchable text of row ``t`` (``""`` for bare column names)."""
-    p = f"{t}." if t else ""
-    return f"coalesce({p}content, {p}content_text)"
+    """The searchable text of row ``t`` (``""`` for bare column names): the SQLite
+    projection's expression verbatim (text content, then the tool calls' text)."""
+    return projection_of(f"{t}." if t else "")
 
 
 def capped_text(t: str) -> str:

@@ -67,7 +67,14 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
 from ..backend import backend_of
-from ..codec import MESSAGE_COLUMNS, content_columns, dumps, encode_text, row_to_message
+from ..codec import (
+    MESSAGE_COLUMNS,
+    calls_text,
+    content_columns,
+    dumps,
+    encode_text,
+    row_to_message,
+)
 from ..driver_errors import describe
 from ..errors import ReconcileConflict
 from ..models import messages_table, sessions_table
@@ -159,7 +166,10 @@ def _field_values(key: str, value: Any) -> dict[str, Any]:
     if key == "content":
         # The codec's own rule, so the searchable text of parts is derived as on append.
         return content_columns(value)
-    if key in ("tool_calls", "reasoning_details"):
+    if key == "tool_calls":
+        # With the searchable text of the calls, derived as on append.
+        return {key: None if value is None else dumps(value), "calls_text": calls_text(value)}
+    if key == "reasoning_details":
         return {key: None if value is None else dumps(value)}
     # Text columns use the codec's reversible encoding (a lone surrogate survives).
     return {key: encode_text(value) if isinstance(value, str) else value}

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 
 from hermes_repo import StateStore
 from hermes_repo.schema import migrate
@@ -71,8 +72,10 @@ def test_the_upgrade_makes_rows_stored_before_it_searchable(store: StateStore) -
     ids = _store_shapes(store)
     engine = store.engine
     migrate.downgrade(engine, "0004_postgresql_search")
-    # The old rule: only the text of multimodal parts was searchable.
-    old = _found(store)
-    assert old["tool_result"] == [] and old["refusal"] == [] and old["number"] == []
+    # The old rule: only the text of multimodal parts was searchable. (Read from the
+    # column: this code's search reads columns of later revisions.)
+    with engine.connect() as conn:
+        old = dict(conn.execute(text("SELECT id, content_text FROM messages")).all())
+    assert [old[ids[n]] for n in ("tool_result", "refusal", "number")] == [None] * 3
     migrate.upgrade(engine)
     assert _found(store) == {name: [ids[name]] for name in SHAPES}

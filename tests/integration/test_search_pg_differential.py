@@ -70,7 +70,28 @@ CORPUS: list[tuple[str, str, Any, str | None, bool]] = [
     ("s-mix", "tool", "混合 tool 输出 with deploy", "deployer", True),
     ("s-mix", "user", "archived emoji 🎉 message", None, False),
     ("s-mix", "assistant", "tabs\tand\nnewlines\r\nin text", None, True),
+    # Turns that call tools, with and without text: CALLS holds their calls.
+    ("s-call", "assistant", "Let me read the frontend config first.", None, True),
+    ("s-call", "assistant", None, None, True),
+    ("s-call", "assistant", "检查配置", None, True),
+    ("s-call", "assistant", "an archived call", None, False),
 ]
+
+# Tool calls of the CORPUS rows at these positions (the last rows above).
+_CALL_ROWS = len(CORPUS) - 4
+CALLS: dict[int, list[dict[str, Any]]] = {
+    _CALL_ROWS + k: [
+        {"id": f"call_{k}", "type": "function", "function": {"name": name, "arguments": args}}
+    ]
+    for k, (name, args) in enumerate(
+        [
+            ("read_file", '{"path": "/etc/nginx/frobnicator.conf", "offset": 40}'),
+            ("grep_logs", '{"pattern": "quokka timeout", "dir": "/var/log/app"}'),
+            ("search_docs", '{"query": "服务器配置文件路径 nginx"}'),
+            ("terminal", '{"command": "archivedcall --now"}'),
+        ]
+    )
+}
 
 QUERIES = [
     # words, case, accents
@@ -182,6 +203,18 @@ QUERIES = [
     "tool",
     "launcher",
     "deployer",
+    # words only in tool calls' names and arguments
+    "frobnicator",
+    "frobnicator.conf",
+    "nginx",
+    "quokka",
+    "quokka timeout",
+    "grep_logs",
+    "search_docs",
+    "配置文件",
+    "配置文件路径",
+    "archivedcall",
+    "frontend nginx",
 ]
 
 FILTERS: list[dict[str, Any]] = [
@@ -199,6 +232,8 @@ FILTERS: list[dict[str, Any]] = [
 
 def _message(role: str, content: Any, tool_name: str | None, i: int) -> dict[str, Any]:
     out: dict[str, Any] = {"role": role, "content": content, "uid": f"u{i}"}
+    if i in CALLS:
+        out["tool_calls"] = CALLS[i]
     if tool_name:
         out["tool_name"] = tool_name
         out["tool_call_id"] = f"call-{i}"
@@ -305,3 +340,33 @@ def test_hits_carry_the_row_and_a_marked_snippet(backends: tuple[StateStore, Eng
                 twin.role,
                 twin.timestamp,
             )
+
+
+@pytest.mark.pg
+@pytest.mark.parametrize(
+    ("query", "position"),
+    [
+        ("frobnicator", 0),  # an argument of a turn with text content
+        ("grep_logs", 1),  # a function name of a turn without text
+        ("quokka timeout", 1),
+        ("配置文件路径", 2),  # CJK inside arguments: the trigram side
+    ],
+)
+def test_a_word_only_in_a_tool_call_is_found_by_both_dialects_with_a_snippet(
+    backends: tuple[StateStore, Engine], query: str, position: int
+) -> None:
+    store, engine = backends
+    (row_id,) = store.read(
+        lambda c: [
+            r[0]
+            for r in c.execute(
+                text("SELECT id FROM messages WHERE uid = :uid"),
+                {"uid": f"u{_CALL_ROWS + position}"},
+            )
+        ]
+    )
+    asked = SearchQuery(query, limit=LIMIT)
+    for hits in (_on_sqlite(store, asked), _on_postgresql(engine, asked)):
+        (hit,) = hits
+        assert hit.message_id == row_id
+        assert ">>>" in hit.snippet, hit.snippet

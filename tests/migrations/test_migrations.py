@@ -117,12 +117,24 @@ def _revision_module(filename: str) -> Any:
 
 
 def test_head_revision_ddl_is_what_the_runtime_creates_and_drops() -> None:
-    head = _revision_module("0002_search_caps.py")
+    head = _revision_module("0007_tool_call_search.py")
     runtime = fts.create_statements()
     assert list(head.FTS_TABLES) == [s for s in runtime if not s.startswith("CREATE TRIGGER")]
     assert list(head.FTS_TRIGGERS) == [s for s in runtime if s.startswith("CREATE TRIGGER")]
     assert list(head.FTS_DROP) == fts.drop_statements()
     assert list(head.LONG_ROW_INDEXES) == list(fts.LONG_ROW_INDEXES)
+
+
+def test_downgrade_to_0005_recreates_exactly_the_frozen_0002_ddl() -> None:
+    caps, head = (
+        _revision_module("0002_search_caps.py"),
+        _revision_module("0007_tool_call_search.py"),
+    )
+    assert head.down_revision == "0006_langgraph_checkpoints"
+    assert head.FTS_TABLES_0005 == caps.FTS_TABLES
+    assert head.FTS_TRIGGERS_0005 == caps.FTS_TRIGGERS
+    assert head.LONG_ROW_INDEXES_0005 == caps.LONG_ROW_INDEXES
+    assert head.FTS_DROP == caps.FTS_DROP
 
 
 def test_downgrade_to_0001_recreates_exactly_the_frozen_0001_ddl() -> None:

@@ -16,9 +16,9 @@ from hermes_repo.schema import fts, migrate, pg_search
 from tests.support.pg_search_db import pg_database
 
 
-def _revision() -> Any:
-    path = migrate.migrations_dir() / "versions" / "0004_postgresql_search.py"
-    spec = importlib.util.spec_from_file_location("rev_0004", path)
+def _revision(filename: str = "0004_postgresql_search.py") -> Any:
+    path = migrate.migrations_dir() / "versions" / filename
+    spec = importlib.util.spec_from_file_location(f"rev_{path.stem}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -26,13 +26,18 @@ def _revision() -> Any:
 
 
 def test_revision_ddl_is_what_the_runtime_holds() -> None:
-    rev = _revision()
+    # 0004 made the configuration the runtime still holds; 0007 remade what reads the
+    # projection (the generated vector and the indexes), and its downgrade restores 0004's.
+    rev, head = _revision(), _revision("0007_tool_call_search.py")
     assert rev.down_revision == "0003_session_extra"
-    assert tuple(rev.SEARCH_CREATE) == pg_search.CREATE_STATEMENTS
-    assert rev.EXTENSIONS == pg_search.EXTENSIONS
-    assert rev.EXTENSION_SCHEMA_SQL == pg_search.EXTENSION_SCHEMA_SQL
+    assert tuple(rev.SEARCH_CREATE[:2]) == pg_search.CREATE_STATEMENTS[:2]
+    assert tuple(head.PG_CREATE) == pg_search.CREATE_STATEMENTS[2:]
+    assert tuple(head.PG_CREATE_0005) == tuple(rev.SEARCH_CREATE[2:])
+    assert rev.EXTENSIONS == head.EXTENSIONS == pg_search.EXTENSIONS
+    assert rev.EXTENSION_SCHEMA_SQL == head.EXTENSION_SCHEMA_SQL == pg_search.EXTENSION_SCHEMA_SQL
     assert rev.EXTENSION_HOME_SQL == pg_search.EXTENSION_HOME_SQL
     assert tuple(rev.SEARCH_DROP) == pg_search.DROP_STATEMENTS
+    assert tuple(head.PG_DROP) == pg_search.DROP_STATEMENTS[:4]
 
 
 def test_sqlite_store_at_head_has_no_postgresql_search_objects(tmp_path: Path) -> None:
@@ -58,7 +63,10 @@ def _shape(engine: Engine) -> tuple[set[str], set[str]]:
 
 @pytest.mark.pg
 def test_postgresql_search_objects_are_all_derived_names_and_drop_cleanly() -> None:
-    with pg_database(search=False) as engine:
+    with pg_database() as engine:
+        with engine.begin() as conn:  # the store's tables at head, without the search objects
+            for statement in pg_search.DROP_STATEMENTS:
+                conn.execute(text(statement))
         before = _shape(engine)
         for _ in range(2):  # created, dropped, and created again
             with engine.begin() as conn:

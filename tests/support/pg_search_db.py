@@ -33,6 +33,8 @@ MESSAGE_COLUMNS = (
     "content",
     "content_parts",
     "content_text",
+    "tool_calls",
+    "calls_text",
     "tool_name",
     "timestamp",
     "active",
@@ -45,8 +47,9 @@ def server_url() -> str:
 
 
 @contextmanager
-def pg_database(*, search: bool = True) -> Iterator[Engine]:
-    """A fresh database with the store's tables (and the search objects), dropped after."""
+def pg_database(*, search: bool = True, revision: str = "head") -> Iterator[Engine]:
+    """A fresh database with the store's tables (and the search objects), dropped after;
+    built up to ``revision`` (an older store to upgrade)."""
     base = make_url(server_url())
     name = f"pgsearch_{uuid.uuid4().hex[:12]}"
     admin = create_engine(base, isolation_level="AUTOCOMMIT", poolclass=NullPool)
@@ -54,7 +57,7 @@ def pg_database(*, search: bool = True) -> Iterator[Engine]:
         conn.execute(text(f"CREATE DATABASE {name}"))
     engine = create_engine(base.set(database=name), poolclass=NullPool)
     try:
-        migrate.upgrade(engine, "head" if search else _BEFORE_SEARCH)
+        migrate.upgrade(engine, revision if search else _BEFORE_SEARCH)
         yield engine
     finally:
         engine.dispose()

@@ -40,7 +40,7 @@ from sqlalchemy import Connection, select, text
 
 from ...backend import backend_of
 from ...codec import MAX_TIMESTAMP, invalid_reason, raw_value
-from ...codec.content import content_columns
+from ...codec.content import calls_text, content_columns
 from ...codec.text import NOT_UTF8, encode_text, kept_bytes, lenient_text, loads, not_utf8
 from ...core import WriteCore
 from ...models import messages_table, sessions_table
@@ -216,6 +216,9 @@ def _fix_message(
                 values.update(content_parts=None, content_text=None)
         elif column in _JSON:
             values[column] = _json_value(column, value)
+            if column == "tool_calls":  # its searchable text follows, derived as on append
+                fixed = values[column]
+                values["calls_text"] = None if fixed is None else calls_text(loads(fixed))
         else:
             fixed = _text(value)
             values[column] = None if fixed is None else encode_text(fixed)

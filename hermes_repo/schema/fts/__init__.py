@@ -3,7 +3,7 @@
 Two external-content FTS5 indexes sit over ``messages``:
 
 * ``messages_fts`` (unicode61, diacritics removed): word search with bm25, over every
-  row's text and tool name.
+  row's text (with the text of its tool calls) and tool name.
 * ``messages_fts_trigram`` (trigram): substring and CJK search. It covers the text of
   system, user and assistant rows, and of tool rows that hold CJK text. Tool output is
   the bulk of an agent's transcript and a trigram index costs ~2.4x the text it covers,
@@ -19,11 +19,12 @@ the rows longer than each cap, and search scans just those rows with LIKE.
 
 Each index reads its rows through a view (``*_src``) that projects a message to the
 indexed text: its text content, or for multimodal content the joined ``text`` parts
-(stored in ``content_text`` when the row is written), cut at the index's cap. The
-triggers write the
-same projection from ``new.*`` / ``old.*``; all three are rendered from one template
-(:mod:`.ddl`), so ``'rebuild'``, ``'delete'`` and the triggers can never see different text
-(which would make the index drift and its integrity check fail).
+(stored in ``content_text`` when the row is written), followed by its tool calls'
+function names and arguments (``calls_text``, also written with the row), cut at the
+index's cap. The triggers write the same projection from ``new.*`` / ``old.*``; all
+three are rendered from one template (:mod:`.ddl`), so ``'rebuild'``, ``'delete'`` and
+the triggers can never see different text (which would make the index drift and its
+integrity check fail).
 
 One module per job:
 

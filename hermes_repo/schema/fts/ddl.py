@@ -99,13 +99,15 @@ class FtsIndex:
         )
 
 
+_TRIGRAM_TEXT = indexed_projection("{t}", TRIGRAM_CAP)
+
 INDEXES: tuple[FtsIndex, ...] = (
     FtsIndex(
         name="messages_fts",
         tokenize="unicode61 remove_diacritics 2",
         columns=("content", "tool_name"),
         row_filter=None,
-        watched=("content", "content_text", "tool_name"),
+        watched=("content", "content_text", "calls_text", "tool_name"),
         cap=WORD_CAP,
     ),
     FtsIndex(
@@ -113,13 +115,16 @@ INDEXES: tuple[FtsIndex, ...] = (
         tokenize="trigram",
         columns=("content",),
         # The GLOB reads the capped text: a tool row is in the index exactly when the
-        # part of it the index would hold has CJK.
+        # part of it the index would hold has CJK. Text whose UTF-8 is as long as its
+        # characters is ASCII and cannot: that test first spares most tool output the
+        # GLOB, which re-reads the character ranges at every character (the bulk of an
+        # import of large tool outputs was this check).
         row_filter=(
-            "({t}.role <> 'tool' OR "
-            + indexed_projection("{t}", TRIGRAM_CAP)
-            + f" GLOB '{_CJK_GLOB}')"
+            "({t}.role <> 'tool' OR ("
+            + f"length(CAST({_TRIGRAM_TEXT} AS BLOB)) <> length({_TRIGRAM_TEXT})"
+            + f" AND {_TRIGRAM_TEXT} GLOB '{_CJK_GLOB}'))"
         ),
-        watched=("content", "content_text", "role"),
+        watched=("content", "content_text", "calls_text", "role"),
         cap=TRIGRAM_CAP,
     ),
 )

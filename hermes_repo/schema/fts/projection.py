@@ -11,8 +11,28 @@ import re
 
 
 def text_projection(t: str) -> str:
-    """The searchable text of a row ``t``: its text content, or its multimodal text parts."""
-    return f"coalesce({t}.content, {t}.content_text)"
+    """The searchable text of a row ``t``: its text content (or its multimodal text
+    parts), then the text of its tool calls (their names and arguments), space-joined.
+
+    The expression is the same on PostgreSQL
+    (:func:`hermes_repo.schema.pg_search.search_text`).
+    """
+    return projection_of(f"{t}.")
+
+
+def projection_of(p: str) -> str:
+    """:func:`text_projection` over the columns prefixed by ``p`` (``"m."``, or ``""``).
+
+    A row without tool calls (most rows) reads its text as it is: joining first would
+    copy every row's text for nothing (a LIKE scan of every row was 9% slower). With
+    calls, ``text || ' ' || calls`` is NULL when the row has no text, hence the
+    ``coalesce``.
+    """
+    body = f"coalesce({p}content, {p}content_text)"
+    return (
+        f"CASE WHEN {p}calls_text IS NULL THEN {body}"
+        f" ELSE coalesce({body} || ' ' || {p}calls_text, {p}calls_text) END"
+    )
 
 
 def indexed_projection(t: str, cap: int) -> str:
