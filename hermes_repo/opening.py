@@ -37,13 +37,12 @@ from .errors import (
     ConfigurationError,
     DatabaseBusyError,
     HermesRepoError,
-    SchemaMismatchError,
     StateDbCorruptError,
 )
 from .health import journal_notes
 from .holders import HolderLock, StoreHeldError
 from .maintenance.fts_rebuild import RebuildOutcome, guarded_rebuild
-from .maintenance.upgrade import RestorePoint
+from .maintenance.upgrade import RestorePoint, must_migrate, upgrade_server_schema
 from .maintenance.upgrade import upgrade as upgrade_file
 from .provenance import StoreIdentity, ensure_identity
 from .retry import RetryPolicy, run_with_retry
@@ -242,17 +241,14 @@ def ensure_schema(database: Database, *, upgrade: bool, pg_schema: str | None = 
     if schema.status == "at-head":
         return
     if on_file:
-        if _must_migrate(database, schema, upgrade=upgrade):
+        if must_migrate(schema, where=where, db_path=database.path, upgrade=upgrade):
             _upgrade_file(database)
         return
-    # Another host may be migrating this database right now, and what was read above
-    # may be its half-committed work: decide again holding the migration lock, which
-    # that host holds until its migration committed.
+    # Decided again under the migration lock: another host may be migrating right now.
     try:
-        with server.migration_lock(engine, wait_s=database.write_policy.budget_s) as conn:
-            schema = migrate.schema_status(conn)
-            if _must_migrate(database, schema, upgrade=upgrade):
-                migrate.upgrade_in(conn)
+        upgrade_server_schema(
+            engine, where=where, wait_s=database.write_policy.budget_s, upgrade=upgrade
+        )
     except DBAPIError as exc:
         raise database.failure(exc, action=f"migrating {where}").error from exc
 
@@ -278,52 +274,6 @@ def _upgrade_file(database: Database) -> None:
             log.warning("upgrading %s: backup %s taken first", database.path, point.backup)
 
     upgrade_file(database.engine, database.path, unverified=unverified, protected=protected)
-
-
-def _must_migrate(database: Database, schema: migrate.SchemaStatus, *, upgrade: bool) -> bool:
-    """True when the migrations must run; False at head; else the refusal, raised."""
-    db_path, where = database.path, database.location
-    on_file = database.backend.is_file
-    current, head = schema.revision, schema.head
-    if schema.status == "at-head":
-        return False
-    if schema.status == "empty":
-        return True
-    if schema.status in ("damaged", "unversioned") and on_file:
-        raise SchemaMismatchError(migrate.damaged_schema_fix(db_path, schema))
-    if schema.status in ("damaged", "unversioned"):
-        lost = ", ".join(schema.missing) or "alembic_version"
-        raise SchemaMismatchError(
-            f"{where} holds the hermes_repo tables but lacks {lost}, so its schema cannot "
-            "be trusted; restore the database from a backup (pg_dump / pg_restore)"
-        )
-    if schema.status == "foreign":
-        fix = (
-            "Point --home / HERMES_HOME at another folder"
-            if on_file
-            else "Point --url / HERMES_REPO_URL at an empty database"
-        )
-        raise SchemaMismatchError(
-            f"{where} holds tables but no hermes_repo schema revision; it is not a "
-            f"hermes_repo store. {fix}"
-        )
-    if schema.status == "ahead":
-        raise SchemaMismatchError(
-            f"{where} is at schema revision {current}, newer than this version of "
-            f"hermes_repo knows (head {head}); upgrade the hermes_repo package"
-        )
-    if not upgrade:
-        command = (
-            f"`hermes-repo --home {db_path.parent} db upgrade` (it backs up first)"
-            if on_file
-            # The URL is shown without its password: the caller knows the one they gave.
-            else f"`hermes-repo --url URL db upgrade` with the store's URL ({where})"
-        )
-        raise SchemaMismatchError(
-            f"{where} is at schema revision {current}, behind this code (head {head}); "
-            f"run {command}"
-        )
-    return True
 
 
 def check_home(folder: Path) -> None:

@@ -25,7 +25,7 @@ from .. import walcheck
 from ..driver_errors import translate
 from ..engine import Driver, create_store_engine, engine_driver
 from ..errors import SchemaMismatchError
-from ..schema import migrate
+from ..schema import migrate, server
 from ..schema.backup import timestamped_backup
 from .snapshots import Snapshot, SnapshotVerifyError, snapshot_before
 
@@ -36,11 +36,13 @@ __all__ = [
     "UpgradeResult",
     "check_schema",
     "describe_revision",
+    "must_migrate",
     "read_revision",
     "refuse_unless_ours",
     "restore_point",
     "schema_engine",
     "upgrade",
+    "upgrade_server_schema",
 ]
 
 
@@ -239,3 +241,71 @@ def check_schema(db_path: Path) -> tuple[SchemaRevision, str | None]:
         with contextlib.redirect_stdout(io.StringIO()):
             drift = migrate.check(engine)
     return rev, drift
+
+
+def must_migrate(
+    schema: migrate.SchemaStatus, *, where: str, db_path: Path | None, upgrade: bool
+) -> bool:
+    """True when the migrations must run; False at head; else the refusal, raised.
+
+    The one decision of every upgrade: a file's (``db_path`` given) and a server's
+    (``db_path`` None; ``where`` is its URL without the password), whether at an open
+    (``upgrade`` False: a store behind is refused, naming the command) or by
+    ``db upgrade`` and ``open(upgrade=True)``."""
+    on_file = db_path is not None
+    current, head = schema.revision, schema.head
+    if schema.status == "at-head":
+        return False
+    if schema.status == "empty":
+        return True
+    if schema.status in ("damaged", "unversioned") and db_path is not None:
+        raise SchemaMismatchError(migrate.damaged_schema_fix(db_path, schema))
+    if schema.status in ("damaged", "unversioned"):
+        lost = ", ".join(schema.missing) or "alembic_version"
+        raise SchemaMismatchError(
+            f"{where} holds the hermes_repo tables but lacks {lost}, so its schema cannot "
+            "be trusted; restore the database from a backup (pg_dump / pg_restore)"
+        )
+    if schema.status == "foreign":
+        fix = (
+            "Point --home / HERMES_HOME at another folder"
+            if on_file
+            else "Point --url / HERMES_REPO_URL at an empty database"
+        )
+        raise SchemaMismatchError(
+            f"{where} holds tables but no hermes_repo schema revision; it is not a "
+            f"hermes_repo store. {fix}"
+        )
+    if schema.status == "ahead":
+        raise SchemaMismatchError(
+            f"{where} is at schema revision {current}, newer than this version of "
+            f"hermes_repo knows (head {head}); upgrade the hermes_repo package"
+        )
+    if not upgrade:
+        command = (
+            f"`hermes-repo --home {db_path.parent} db upgrade` (it backs up first)"
+            if db_path is not None
+            # The URL is shown without its password: the caller knows the one they gave.
+            else f"`hermes-repo --url URL db upgrade` with the store's URL ({where})"
+        )
+        raise SchemaMismatchError(
+            f"{where} is at schema revision {current}, behind this code (head {head}); "
+            f"run {command}"
+        )
+    return True
+
+
+def upgrade_server_schema(
+    engine: Engine, *, where: str, wait_s: float, upgrade: bool = True
+) -> None:
+    """Bring a server's database to head under its migration lock, or refuse
+    (:func:`must_migrate`): the one server upgrade, run by ``hermes-repo --url URL db
+    upgrade`` and by every open of a server store (``upgrade`` as the open was given).
+    Another host may be migrating right now, and what an earlier read saw may be its
+    half-committed work: the decision is taken again holding the lock, which that host
+    holds until its migration committed. A server's backups are its own (``pg_dump``);
+    each revision runs in one transaction, so a failing upgrade leaves it as it was."""
+    with server.migration_lock(engine, wait_s=wait_s) as conn:
+        schema = migrate.schema_status(conn)
+        if must_migrate(schema, where=where, db_path=None, upgrade=upgrade):
+            migrate.upgrade_in(conn)

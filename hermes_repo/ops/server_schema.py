@@ -18,7 +18,7 @@ from sqlalchemy.pool import NullPool
 
 from ..driver_errors import translate
 from ..engine_pg import PgTarget, create_pg_engine, safe_url
-from ..errors import SchemaMismatchError
+from ..maintenance.upgrade import upgrade_server_schema
 from ..retry import STORE_WRITE_BUDGET_S
 from ..schema import migrate, server
 
@@ -75,18 +75,8 @@ def upgrade_server(target: PgTarget) -> tuple[ServerRevision, ServerRevision]:
     with _engine(target) as engine:
         before = _revision(engine, target)
         if before.status != "at-head":
-            # Another host may be migrating right now: decide under its lock.
-            with server.migration_lock(engine, wait_s=STORE_WRITE_BUDGET_S) as conn:
-                status = migrate.schema_status(conn)
-                if status.status in ("foreign", "unversioned", "damaged", "ahead"):
-                    raise SchemaMismatchError(
-                        f"{before.location} is {status.status} (revision "
-                        f"{status.revision or '-'}, head {status.head}); it is not a "
-                        "database this code may migrate. Point --url / HERMES_REPO_URL at "
-                        "an empty database or a hermes_repo store"
-                    )
-                if status.status != "at-head":
-                    migrate.upgrade_in(conn)
+            # The upgrade every open of a server store runs too: one decision, one lock.
+            upgrade_server_schema(engine, where=before.location, wait_s=STORE_WRITE_BUDGET_S)
         return before, _revision(engine, target)
 
 
