@@ -137,6 +137,24 @@ class HermesSaver(BaseCheckpointSaver[str]):
         # or two) instead of the whole conversation every checkpoint repeats.
         self._stored: dict[str, set[str]] = {}
         self._stored_lock = threading.Lock()
+        # The write statements, built once for the store's dialect: building an upsert
+        # (its ``excluded`` columns) cost more than SQLite running it, every put.
+        blobs = dialect_insert(store.backend, langgraph_blobs_table)
+        self._insert_blobs = blobs.on_conflict_do_nothing()
+        checkpoints = dialect_insert(store.backend, _CK)
+        self._upsert_checkpoint = checkpoints.on_conflict_do_update(
+            index_elements=["session_id", "checkpoint_ns", "checkpoint_id"],
+            set_={
+                name: checkpoints.excluded[name]
+                for name in ("run_id", "checkpoint_type", "checkpoint", "metadata_type", "metadata")
+            },
+        )
+        writes = dialect_insert(store.backend, langgraph_writes_table)
+        self._insert_writes = writes.on_conflict_do_nothing()
+        self._replace_writes = writes.on_conflict_do_update(
+            index_elements=["session_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx"],
+            set_={name: writes.excluded[name] for name in ("channel", "type", "blob")},
+        )
 
     def _known(self, session_id: str) -> frozenset[str]:
         with self._stored_lock:
@@ -300,29 +318,8 @@ class HermesSaver(BaseCheckpointSaver[str]):
             assert extra is not None  # created when missing
             conn = uow.connection
             if blobs:
-                conn.execute(
-                    dialect_insert(
-                        self.store.backend, langgraph_blobs_table
-                    ).on_conflict_do_nothing(),
-                    blobs,
-                )
-            insert = dialect_insert(self.store.backend, _CK)
-            conn.execute(
-                insert.on_conflict_do_update(
-                    index_elements=["session_id", "checkpoint_ns", "checkpoint_id"],
-                    set_={
-                        name: insert.excluded[name]
-                        for name in (
-                            "run_id",
-                            "checkpoint_type",
-                            "checkpoint",
-                            "metadata_type",
-                            "metadata",
-                        )
-                    },
-                ),
-                row,
-            )
+                conn.execute(self._insert_blobs, blobs)
+            conn.execute(self._upsert_checkpoint, row)
             if messages is not None:
                 synced[:] = state.append_messages(uow, sid, messages, uid_prefix(extra), known)
 
@@ -365,23 +362,7 @@ class HermesSaver(BaseCheckpointSaver[str]):
 
         def work(uow: UnitOfWork) -> None:
             own_for_write(uow, thread_id, sid, create=True)
-            conn = uow.connection
-            insert = dialect_insert(self.store.backend, langgraph_writes_table)
-            stmt = (
-                insert.on_conflict_do_update(
-                    index_elements=[
-                        "session_id",
-                        "checkpoint_ns",
-                        "checkpoint_id",
-                        "task_id",
-                        "idx",
-                    ],
-                    set_={name: insert.excluded[name] for name in ("channel", "type", "blob")},
-                )
-                if replace
-                else insert.on_conflict_do_nothing()
-            )
-            conn.execute(stmt, rows)
+            uow.connection.execute(self._replace_writes if replace else self._insert_writes, rows)
 
         if rows:
             self.store.write(work)
