@@ -41,6 +41,8 @@ try:
         THREAD_KEY,
         check_owner,
         dialect_insert,
+        message_rows,
+        new_message_rows,
         next_generation,
         next_version,
         own_for_write,
@@ -311,12 +313,30 @@ class HermesSaver(BaseCheckpointSaver[str]):
         )
 
         known = self._known(sid) if messages is not None else frozenset()
+        server = not self.store.backend.is_file
         synced: list[str] = []
 
         def work(uow: UnitOfWork) -> None:
             extra = own_for_write(uow, thread_id, sid, create=True)
             assert extra is not None  # created when missing
             conn = uow.connection
+            if server:
+                # One round trip for the values, the checkpoint and the lookup of which
+                # new messages the session holds already (a put's dearest cost there).
+                uids, unknown = (
+                    message_rows(messages, uid_prefix(extra), known)
+                    if messages is not None
+                    else ([], [])
+                )
+                asked, rest = unknown[: state.SERVER_UIDS], unknown[state.SERVER_UIDS :]
+                stored = state.put_on_server(conn, sid, blobs, row, [r["uid"] for r in asked])
+                fresh = [r for r in asked if r["uid"] not in stored]
+                if rest:  # a long history's first put: the rest in chunks of their own
+                    fresh += new_message_rows(conn, sid, rest)
+                if fresh:
+                    uow.messages.append_many(sid, fresh)
+                synced[:] = uids
+                return
             if blobs:
                 conn.execute(self._insert_blobs, blobs)
             conn.execute(self._upsert_checkpoint, row)
