@@ -14,11 +14,12 @@ import random
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Table, select, update
+from sqlalchemy import Table, bindparam, select, update
 from sqlalchemy.engine import Connection
 
 from hermes_repo import Backend, SessionTakenError, UnitOfWork
-from hermes_repo.codec import dumps
+from hermes_repo.codec import decode_text, dumps, loads
+from hermes_repo.ids import check_session_id
 from hermes_repo.models import messages_table, sessions_table
 
 from ._ids import door_session_id
@@ -67,6 +68,19 @@ _ROLES = {
 # Chunks of an IN list: far below either backend's limit on bound parameters.
 _CHUNK = 500
 
+# Built once: every put and put_writes runs them, and building a statement (its
+# ``FOR UPDATE``, its IN list) cost more than SQLite running it. An expanding
+# parameter keeps one compiled form per list length.
+_LOCK_OWNER = (
+    select(sessions_table.c.source, sessions_table.c.extra)
+    .where(sessions_table.c.id == bindparam("sid"))
+    .with_for_update()
+)
+_STORED_UIDS = select(messages_table.c.uid).where(
+    messages_table.c.session_id == bindparam("sid"),
+    messages_table.c.uid.in_(bindparam("uids", expanding=True)),
+)
+
 
 def session_id_for(thread_id: str) -> str:
     """The session keeping ``thread_id``: the id itself when it is a valid session id,
@@ -97,7 +111,7 @@ def own_for_write(
     """Lock the thread's session for this unit (``FOR UPDATE`` on a server: writers of
     one thread take turns), creating it when ``create``; its ``extra``, or None when it
     is missing and not created. Refuses another owner's session."""
-    state = uow.sessions.source_and_extra(session_id, lock=True)
+    state = _locked_owner(uow.connection, session_id)
     if state is None:
         if not create:
             return None
@@ -110,6 +124,17 @@ def own_for_write(
         assert state is not None  # sessions are never deleted
     check_owner(thread_id, session_id, *state)
     return state[1]
+
+
+def _locked_owner(conn: Connection, session_id: str) -> tuple[str, dict[str, Any]] | None:
+    """The session's source and ``extra``, its row locked until the unit ends (what
+    :meth:`SessionRepository.source_and_extra` with ``lock`` reads, on a statement built
+    once: the saver's session ids are valid by construction, see :func:`session_id_for`)."""
+    row = conn.execute(_LOCK_OWNER, {"sid": check_session_id(session_id)}).first()
+    if row is None:
+        return None
+    source, extra = row
+    return decode_text(source), (loads(extra) if extra is not None else {})
 
 
 def uid_prefix(extra: Mapping[str, Any]) -> str:
@@ -226,9 +251,6 @@ def new_message_rows(
     stored: set[str] = set()
     uids = [row["uid"] for row in rows]
     for start in range(0, len(uids), _CHUNK):
-        stmt = select(messages_table.c.uid).where(
-            messages_table.c.session_id == session_id,
-            messages_table.c.uid.in_(uids[start : start + _CHUNK]),
-        )
-        stored.update(conn.execute(stmt).scalars())
+        params = {"sid": session_id, "uids": uids[start : start + _CHUNK]}
+        stored.update(conn.execute(_STORED_UIDS, params).scalars())
     return [row for row in rows if row["uid"] not in stored]

@@ -387,3 +387,61 @@ def copy_rows(conn: Connection, backend: Backend, source: str, target: str) -> N
             .on_conflict_do_nothing()
         )
         conn.execute(stmt)
+
+
+#: New message uids a server put looks up in its one statement (more go in chunks).
+SERVER_UIDS = 500
+_BLOB_COLUMNS = ("session_id", "checkpoint_ns", "channel", "version", "type", "blob")
+_CHECKPOINT_WRITE_COLUMNS = (
+    "session_id",
+    "checkpoint_ns",
+    "checkpoint_id",
+    "parent_checkpoint_id",
+    "run_id",
+    "checkpoint_type",
+    "checkpoint",
+    "metadata_type",
+    "metadata",
+)
+_CHECKPOINT_REPLACED = ("run_id", "checkpoint_type", "checkpoint", "metadata_type", "metadata")
+
+
+def put_on_server(
+    conn: Connection,
+    session_id: str,
+    blobs: Sequence[Mapping[str, Any]],
+    checkpoint: Mapping[str, Any],
+    uids: Sequence[str],
+) -> set[str]:
+    """A put's rows on a server in one statement (one round trip, not three): the new
+    channel values (a value already stored is kept), the checkpoint (replaced when its
+    id repeats) and, in the same snapshot, which of ``uids`` the session's message rows
+    hold already. PostgreSQL runs every data-modifying ``WITH`` part to completion
+    whatever the final ``SELECT`` reads."""
+    parts: list[str] = []
+    params: list[Any] = []
+    if blobs:
+        values = ", ".join(["(" + ", ".join(["%s"] * len(_BLOB_COLUMNS)) + ")"] * len(blobs))
+        parts.append(
+            f"b AS (INSERT INTO langgraph_blobs ({', '.join(_BLOB_COLUMNS)}) "
+            f"VALUES {values} ON CONFLICT DO NOTHING)"
+        )
+        params += [blob[name] for blob in blobs for name in _BLOB_COLUMNS]
+    replaced = ", ".join(f"{name} = excluded.{name}" for name in _CHECKPOINT_REPLACED)
+    parts.append(
+        f"c AS (INSERT INTO langgraph_checkpoints ({', '.join(_CHECKPOINT_WRITE_COLUMNS)}) "
+        f"VALUES ({', '.join(['%s'] * len(_CHECKPOINT_WRITE_COLUMNS))}) "
+        "ON CONFLICT (session_id, checkpoint_ns, checkpoint_id) DO UPDATE SET " + replaced + ")"
+    )
+    params += [checkpoint[name] for name in _CHECKPOINT_WRITE_COLUMNS]
+    if uids:
+        final = (
+            "SELECT uid FROM messages WHERE session_id = %s AND uid IN ("
+            + ", ".join(["%s"] * len(uids))
+            + ")"
+        )
+        params += [session_id, *uids]
+    else:
+        final = "SELECT NULL WHERE false"
+    sql = "WITH " + ", ".join(parts) + " " + final
+    return {row[0] for row in conn.exec_driver_sql(sql, tuple(params))}

@@ -41,6 +41,8 @@ try:
         THREAD_KEY,
         check_owner,
         dialect_insert,
+        message_rows,
+        new_message_rows,
         next_generation,
         next_version,
         own_for_write,
@@ -137,6 +139,24 @@ class HermesSaver(BaseCheckpointSaver[str]):
         # or two) instead of the whole conversation every checkpoint repeats.
         self._stored: dict[str, set[str]] = {}
         self._stored_lock = threading.Lock()
+        # The write statements, built once for the store's dialect: building an upsert
+        # (its ``excluded`` columns) cost more than SQLite running it, every put.
+        blobs = dialect_insert(store.backend, langgraph_blobs_table)
+        self._insert_blobs = blobs.on_conflict_do_nothing()
+        checkpoints = dialect_insert(store.backend, _CK)
+        self._upsert_checkpoint = checkpoints.on_conflict_do_update(
+            index_elements=["session_id", "checkpoint_ns", "checkpoint_id"],
+            set_={
+                name: checkpoints.excluded[name]
+                for name in ("run_id", "checkpoint_type", "checkpoint", "metadata_type", "metadata")
+            },
+        )
+        writes = dialect_insert(store.backend, langgraph_writes_table)
+        self._insert_writes = writes.on_conflict_do_nothing()
+        self._replace_writes = writes.on_conflict_do_update(
+            index_elements=["session_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx"],
+            set_={name: writes.excluded[name] for name in ("channel", "type", "blob")},
+        )
 
     def _known(self, session_id: str) -> frozenset[str]:
         with self._stored_lock:
@@ -293,36 +313,33 @@ class HermesSaver(BaseCheckpointSaver[str]):
         )
 
         known = self._known(sid) if messages is not None else frozenset()
+        server = not self.store.backend.is_file
         synced: list[str] = []
 
         def work(uow: UnitOfWork) -> None:
             extra = own_for_write(uow, thread_id, sid, create=True)
             assert extra is not None  # created when missing
             conn = uow.connection
-            if blobs:
-                conn.execute(
-                    dialect_insert(
-                        self.store.backend, langgraph_blobs_table
-                    ).on_conflict_do_nothing(),
-                    blobs,
+            if server:
+                # One round trip for the values, the checkpoint and the lookup of which
+                # new messages the session holds already (a put's dearest cost there).
+                uids, unknown = (
+                    message_rows(messages, uid_prefix(extra), known)
+                    if messages is not None
+                    else ([], [])
                 )
-            insert = dialect_insert(self.store.backend, _CK)
-            conn.execute(
-                insert.on_conflict_do_update(
-                    index_elements=["session_id", "checkpoint_ns", "checkpoint_id"],
-                    set_={
-                        name: insert.excluded[name]
-                        for name in (
-                            "run_id",
-                            "checkpoint_type",
-                            "checkpoint",
-                            "metadata_type",
-                            "metadata",
-                        )
-                    },
-                ),
-                row,
-            )
+                asked, rest = unknown[: state.SERVER_UIDS], unknown[state.SERVER_UIDS :]
+                stored = state.put_on_server(conn, sid, blobs, row, [r["uid"] for r in asked])
+                fresh = [r for r in asked if r["uid"] not in stored]
+                if rest:  # a long history's first put: the rest in chunks of their own
+                    fresh += new_message_rows(conn, sid, rest)
+                if fresh:
+                    uow.messages.append_many(sid, fresh)
+                synced[:] = uids
+                return
+            if blobs:
+                conn.execute(self._insert_blobs, blobs)
+            conn.execute(self._upsert_checkpoint, row)
             if messages is not None:
                 synced[:] = state.append_messages(uow, sid, messages, uid_prefix(extra), known)
 
@@ -365,23 +382,7 @@ class HermesSaver(BaseCheckpointSaver[str]):
 
         def work(uow: UnitOfWork) -> None:
             own_for_write(uow, thread_id, sid, create=True)
-            conn = uow.connection
-            insert = dialect_insert(self.store.backend, langgraph_writes_table)
-            stmt = (
-                insert.on_conflict_do_update(
-                    index_elements=[
-                        "session_id",
-                        "checkpoint_ns",
-                        "checkpoint_id",
-                        "task_id",
-                        "idx",
-                    ],
-                    set_={name: insert.excluded[name] for name in ("channel", "type", "blob")},
-                )
-                if replace
-                else insert.on_conflict_do_nothing()
-            )
-            conn.execute(stmt, rows)
+            uow.connection.execute(self._replace_writes if replace else self._insert_writes, rows)
 
         if rows:
             self.store.write(work)

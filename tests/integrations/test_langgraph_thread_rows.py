@@ -146,3 +146,31 @@ def test_a_snapshot_restore_brings_back_the_thread_its_checkpoints_and_its_rows(
         assert graph.get_state(CONFIG).values == state
         assert [s.config for s in graph.get_state_history(CONFIG)] == history
         assert {hit.session_id for hit in reopened.search("pluie")} == {"trip"}
+
+
+def test_a_history_longer_than_one_lookup_is_stored_once_by_a_saver_that_forgot_it(
+    backend: str, store: StateStore
+) -> None:
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from hermes_repo.integrations import _langgraph_state
+
+    # More new messages than one put looks up in its own statement on a server.
+    total = _langgraph_state.SERVER_UIDS + 30
+    messages = [HumanMessage(content=f"line {n}", id=f"h-{n}") for n in range(total)]
+    config = {"configurable": {"thread_id": "long", "checkpoint_ns": ""}}
+
+    def put(saver: HermesSaver, step: int) -> None:
+        checkpoint = dict(empty_checkpoint())
+        versions = {"messages": saver.get_next_version(None, None)}
+        checkpoint["channel_values"] = {"messages": messages}
+        checkpoint["channel_versions"] = versions
+        saver.put(config, checkpoint, {"source": "loop", "step": step}, versions)  # type: ignore[arg-type]
+
+    put(HermesSaver(store), 0)
+    # A fresh saver (another worker, a restart) remembers none of them: the store does.
+    put(HermesSaver(store), 1)
+
+    rows = store.read(lambda conn: MessageRepository(conn).list("long", include_inactive=True))
+    assert [row["uid"] for row in rows] == [f"langgraph:h-{n}" for n in range(total)]
+    assert store.get_session("long").message_count == total
