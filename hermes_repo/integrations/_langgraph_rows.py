@@ -17,9 +17,8 @@ from typing import Any
 from sqlalchemy import Table, bindparam, select, update
 from sqlalchemy.engine import Connection
 
-from hermes_repo import Backend, SessionTakenError, UnitOfWork
+from hermes_repo import Backend, SessionTakenError, UnitOfWork, validate_session_id
 from hermes_repo.codec import decode_text, dumps, loads
-from hermes_repo.ids import check_session_id
 from hermes_repo.models import messages_table, sessions_table
 
 from ._ids import door_session_id
@@ -130,7 +129,7 @@ def _locked_owner(conn: Connection, session_id: str) -> tuple[str, dict[str, Any
     """The session's source and ``extra``, its row locked until the unit ends (what
     :meth:`SessionRepository.source_and_extra` with ``lock`` reads, on a statement built
     once: the saver's session ids are valid by construction, see :func:`session_id_for`)."""
-    row = conn.execute(_LOCK_OWNER, {"sid": check_session_id(session_id)}).first()
+    row = conn.execute(_LOCK_OWNER, {"sid": validate_session_id(session_id)}).first()
     if row is None:
         return None
     source, extra = row
