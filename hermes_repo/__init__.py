@@ -12,10 +12,10 @@ The public contract::
         store.search("hi")
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .deprecation import moved_names
+from .lazy import lazy_names
 
 if TYPE_CHECKING:
     # What a message must be to become a row: for a caller (a framework's door) that
@@ -179,17 +179,9 @@ _DEPRECATED = moved_names(
 
 if not TYPE_CHECKING:
     # Hidden from type checkers, which see the imports above: a misspelt name stays an
-    # error for a user's mypy instead of becoming Any.
-
-    def __getattr__(name: str) -> Any:
-        target = _LAZY.get(name)
-        if target is None:
-            # An old name warns on every use (never cached), then gives the new object.
-            return _DEPRECATED(name)
-        module, _, attribute = target.partition(":")
-        value = getattr(importlib.import_module(module, __name__), attribute or name)
-        globals()[name] = value  # later lookups skip this function
-        return value
+    # error for a user's mypy instead of becoming Any. An old name warns on every use
+    # (never cached), then gives the new object.
+    __getattr__ = lazy_names(__name__, globals(), _LAZY, missing=_DEPRECATED)
 
 
 def __dir__() -> list[str]:

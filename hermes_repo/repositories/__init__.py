@@ -7,8 +7,9 @@ must not load the ORM and the declarative models the other repositories are buil
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ..lazy import lazy_names
 
 if TYPE_CHECKING:
     from .entries import EntryRepository
@@ -38,13 +39,8 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+if not TYPE_CHECKING:
+    __getattr__ = lazy_names(__name__, globals(), _LAZY)
 
 
 def __dir__() -> list[str]:

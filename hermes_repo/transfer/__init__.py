@@ -27,8 +27,9 @@ fix. The functions take the store as a :class:`~hermes_repo.core.WriteCore` (a
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ..lazy import lazy_names
 
 if TYPE_CHECKING:
     from .export import (
@@ -95,13 +96,8 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+if not TYPE_CHECKING:
+    __getattr__ = lazy_names(__name__, globals(), _LAZY)
 
 
 def __dir__() -> list[str]:

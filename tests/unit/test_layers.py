@@ -49,6 +49,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "driver_errors",
         "errors",
         "deprecation",
+        "lazy",
     ),
 )
 RANK = {name: i for i, name in enumerate(n for row in LAYERS for n in row)}
