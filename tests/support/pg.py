@@ -5,6 +5,8 @@ Run as a script to start or stop a cluster (what ``.ci/run`` and ``make test-pg`
     python -m tests.support.pg start DIR PORT     # prints the URL (PORT "auto": a free one)
     python -m tests.support.pg stop DIR
     python -m tests.support.pg createdb URL NAME  # prints the new database's URL
+    python -m tests.support.pg pgbouncer start DIR PG_URL  # prints the pooled URL
+    python -m tests.support.pg pgbouncer stop DIR
 
 ``initdb -D DIR -A trust -U postgres -E UTF8 --locale=C.UTF-8`` (without ``-E UTF8`` a
 cluster may default to SQL_ASCII, which stores bytes unchecked), started on a loopback
@@ -23,10 +25,12 @@ from __future__ import annotations
 import glob
 import os
 import shutil
+import signal
 import socket
 import stat
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -126,8 +130,13 @@ def _check_group_passwords(hba: Path) -> None:
         hba.write_text(rule + text)
 
 
-def start(folder: Path, port: int) -> str:
-    """Create and start a cluster in ``folder`` (empty or missing); returns its URL."""
+def start(folder: Path, port: int, *, synchronous_commit: bool = False) -> str:
+    """Create and start a cluster in ``folder`` (empty or missing); returns its URL.
+
+    ``synchronous_commit``: commits wait for their WAL (and, when the configuration
+    names synchronous standbys, for a standby's confirmation) as in production; off by
+    default, see below. A folder that already holds a data directory (a base backup, a
+    stopped cluster) is started as it is."""
     folder = folder.absolute()
     folder.mkdir(parents=True, exist_ok=True)
     _hand_to_server_user(folder)
@@ -155,9 +164,10 @@ def start(folder: Path, port: int) -> str:
     # A throwaway cluster needs no durability across an OS crash: without fsync each
     # test's CREATE/DROP DATABASE and every commit cost a fraction of the time.
     options = (
-        f"-p {port} -k {folder} -c listen_addresses=127.0.0.1"
-        " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+        f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off"
     )
+    if not synchronous_commit:
+        options += " -c synchronous_commit=off"
     subprocess.run(
         _as_server_user(
             [
@@ -241,7 +251,145 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+#: The pooler's admin user and the user it lets in (trust, as the test clusters).
+POOLER_USER = "postgres"
+PGBOUNCER_URL_ENV = "HERMES_TEST_PGBOUNCER_URL"
+
+
+def find_pgbouncer() -> str | None:
+    """The ``pgbouncer`` program (Debian: ``/usr/sbin``, often not on a user's PATH)."""
+    found = shutil.which("pgbouncer")
+    if found:
+        return found
+    return "/usr/sbin/pgbouncer" if Path("/usr/sbin/pgbouncer").exists() else None
+
+
+def _wait_listening(port: int, *, alive: Any = None) -> None:
+    """Return once something accepts connections on the loopback ``port``."""
+    for _ in range(1000):
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            if alive is not None and not alive():
+                break
+            time.sleep(0.01)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port}")
+
+
+def start_pgbouncer(
+    folder: Path, pg_url: str, port: int | None = None, *, pool_size: int = 4
+) -> str:
+    """Start PgBouncer in transaction mode in ``folder``, in front of the server of
+    ``pg_url``; returns ``pg_url`` with the pooler's address instead of the server's.
+
+    Every database of the server is reachable through it (``* =``), each transaction
+    may get another server connection (``pool_mode = transaction``), at most
+    ``pool_size`` server connections per database and user: several clients share each
+    one, so session state left by one transaction would be met by another client's.
+    The configuration and the port stay in ``folder``: :func:`restart_pgbouncer` starts
+    the same pooler again. PgBouncer refuses to run as root: as root it runs as ``postgres``.
+    """
+    program = find_pgbouncer()
+    if program is None:
+        raise SystemExit(
+            "pgbouncer not found on PATH or in /usr/sbin; install it "
+            "(Debian: apt-get install pgbouncer)"
+        )
+    folder = folder.absolute()
+    folder.mkdir(parents=True, exist_ok=True)
+    _hand_to_server_user(folder)
+    server = make_url(pg_url)
+    config = folder / "pgbouncer.ini"
+    if port is None:
+        port = free_port()
+    (folder / "userlist.txt").write_text(f'"{POOLER_USER}" ""\n')
+    config.write_text(
+        "[databases]\n"
+        f"* = host={server.host or '127.0.0.1'} port={server.port or 5432}\n"
+        "[pgbouncer]\n"
+        "listen_addr = 127.0.0.1\n"
+        f"listen_port = {port}\n"
+        "unix_socket_dir =\n"
+        "auth_type = trust\n"
+        f"auth_file = {folder / 'userlist.txt'}\n"
+        f"admin_users = {POOLER_USER}\n"
+        "pool_mode = transaction\n"
+        f"default_pool_size = {pool_size}\n"
+        "max_client_conn = 500\n"
+        f"pidfile = {folder / 'pgbouncer.pid'}\n"
+        f"logfile = {folder / 'pgbouncer.log'}\n"
+    )
+    _run_pgbouncer(folder)
+    return server.set(host="127.0.0.1", port=port).render_as_string(hide_password=False)
+
+
+def _pooler_port(folder: Path) -> int:
+    for line in (folder / "pgbouncer.ini").read_text().splitlines():
+        if line.startswith("listen_port"):
+            return int(line.split("=")[1])
+    raise RuntimeError(f"no listen_port in {folder / 'pgbouncer.ini'}")
+
+
+def _run_pgbouncer(folder: Path) -> None:
+    program = find_pgbouncer()
+    assert program is not None
+    subprocess.run(
+        _as_server_user([program, "-d", "-q", str(folder / "pgbouncer.ini")]),
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    _wait_listening(_pooler_port(folder))
+
+
+def _pooler_pid(folder: Path) -> int | None:
+    try:
+        pid = int((folder.absolute() / "pgbouncer.pid").read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    return pid
+
+
+def stop_pgbouncer(folder: Path, sig: int = signal.SIGTERM) -> None:
+    """Stop the pooler of ``folder`` (``SIGKILL``: a crash, nothing closed cleanly) and
+    wait until it is gone; a stopped one is left alone."""
+    pid = _pooler_pid(folder)
+    if pid is None:
+        return
+    os.kill(pid, sig)
+    while _pooler_pid(folder) == pid:
+        time.sleep(0.01)
+
+
+def restart_pgbouncer(folder: Path, sig: int = signal.SIGKILL) -> None:
+    """Stop the pooler (killed by default) and start it again on the same port."""
+    stop_pgbouncer(folder, sig)
+    _run_pgbouncer(folder.absolute())
+
+
+def pooler_command(pooled_url: str, command: str) -> None:
+    """Run ``command`` (``RECONNECT``, ``KILL db``, ``RESUME db``...) on the pooler's
+    admin console (the ``pgbouncer`` database; simple queries only)."""
+    url = make_url(pooled_url).set(drivername="postgresql", database="pgbouncer")
+    with psycopg.connect(
+        url.render_as_string(hide_password=False),
+        autocommit=True,
+        cursor_factory=psycopg.ClientCursor,
+    ) as conn:
+        conn.execute(command)
+
+
 def _main(argv: list[str]) -> int:
+    if len(argv) == 4 and argv[:2] == ["pgbouncer", "start"]:
+        print(start_pgbouncer(Path(argv[2]), argv[3]))
+        return 0
+    if len(argv) == 3 and argv[:2] == ["pgbouncer", "stop"]:
+        stop_pgbouncer(Path(argv[2]))
+        return 0
     if len(argv) == 3 and argv[0] == "start":
         port = free_port() if argv[2] == "auto" else int(argv[2])
         print(start(Path(argv[1]), port))
@@ -254,7 +402,8 @@ def _main(argv: list[str]) -> int:
         stop(Path(argv[1]))
         return 0
     print(
-        "usage: python -m tests.support.pg start DIR PORT|auto | stop DIR | createdb URL NAME",
+        "usage: python -m tests.support.pg start DIR PORT|auto | stop DIR | createdb URL NAME"
+        " | pgbouncer start DIR PG_URL | pgbouncer stop DIR",
         file=sys.stderr,
     )
     return 2
