@@ -42,6 +42,8 @@ from psycopg.rows import dict_row, tuple_row
 from sqlalchemy.engine import URL, make_url
 
 URL_ENV = "HERMES_TEST_PG_URL"
+#: A PgBouncer in front of the server of URL_ENV: the tests' stores go through it.
+PGBOUNCER_URL_ENV = "HERMES_TEST_PGBOUNCER_URL"
 REQUIRE_ENV = "HERMES_TEST_REQUIRE_PG"
 
 
@@ -202,15 +204,31 @@ def stop(folder: Path, mode: str = "fast") -> None:
 
 
 class PgServer:
-    """Databases on the server at ``url`` (a superuser's URL to any database)."""
+    """Databases on the server at ``url`` (a superuser's URL to any database).
+
+    When ``url`` is the test server's (``HERMES_TEST_PG_URL``) and
+    ``HERMES_TEST_PGBOUNCER_URL`` names a pooler in front of it, the databases it
+    creates are handed out through the pooler (:meth:`store_url_of`): every store of
+    the tests reaches its database in transaction-mode pooling, while creating and
+    dropping databases still talks to the server itself."""
 
     def __init__(self, url: str) -> None:
         self.url: URL = make_url(url)
         self.prefix = f"hermes_test_{os.getpid()}_{uuid.uuid4().hex[:6]}"
         self._count = 0
+        pooled = os.environ.get(PGBOUNCER_URL_ENV, "").strip()
+        on_test_server = url.strip() == os.environ.get(URL_ENV, "").strip()
+        self.pooled: URL | None = make_url(pooled) if pooled and on_test_server else None
 
     def url_of(self, database: str) -> URL:
+        """``database`` on the server itself."""
         return self.url.set(drivername="postgresql+psycopg", database=database)
+
+    def store_url_of(self, database: str) -> URL:
+        """``database`` as the stores reach it: through the pooler when there is one."""
+        if self.pooled is None:
+            return self.url_of(database)
+        return self.pooled.set(drivername="postgresql+psycopg", database=database)
 
     def admin(self) -> psycopg.Connection[tuple[object, ...]]:
         """An autocommit connection for CREATE/DROP DATABASE (never in a transaction)."""
@@ -225,16 +243,25 @@ class PgServer:
         return f"{self.prefix}_{label}_{self._count}"
 
     def create(self, name: str, *, template: str | None = None) -> URL:
+        """A new database (a copy of ``template``); its URL for a store."""
         with self.admin() as conn:
             if template is None:
                 conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
             else:
+                if self.pooled is not None:
+                    # The pooler keeps idle server connections to the template (it was
+                    # migrated through it); a copy needs a template nobody is on.
+                    conn.execute(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = %s AND pid <> pg_backend_pid()",
+                        (template,),
+                    )
                 conn.execute(
                     sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
                         sql.Identifier(name), sql.Identifier(template)
                     )
                 )
-        return self.url_of(name)
+        return self.store_url_of(name)
 
     def drop(self, name: str) -> None:
         with self.admin() as conn:
@@ -253,7 +280,6 @@ def free_port() -> int:
 
 #: The pooler's admin user and the user it lets in (trust, as the test clusters).
 POOLER_USER = "postgres"
-PGBOUNCER_URL_ENV = "HERMES_TEST_PGBOUNCER_URL"
 
 
 def find_pgbouncer() -> str | None:
