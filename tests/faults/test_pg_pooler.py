@@ -22,6 +22,7 @@ tests skip, or fail when ``HERMES_TEST_REQUIRE_PG=1``).
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import tempfile
 import time
@@ -63,6 +64,7 @@ def own_pooler(pg_server: PgServer) -> Iterator[tuple[str, Path]]:
         yield pg.start_pgbouncer(folder, pg_server.url.render_as_string(False)), folder
     finally:
         pg.stop_pgbouncer(folder, signal.SIGKILL)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _through(pooled: str, database_url: str) -> str:
@@ -77,6 +79,7 @@ def _one_connection_pooler(pg_server: PgServer) -> Iterator[str]:
         yield pg.start_pgbouncer(folder, pg_server.url.render_as_string(False), pool_size=1)
     finally:
         pg.stop_pgbouncer(folder, signal.SIGKILL)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture

@@ -377,6 +377,13 @@ def _pooler_pid(folder: Path) -> int | None:
         os.kill(pid, 0)
     except ProcessLookupError:
         return None
+    try:
+        # A killed pooler no init has reaped yet (a container's first process may never
+        # do it) still answers signal 0: a zombie is gone all the same.
+        if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+            return None
+    except (FileNotFoundError, IndexError):
+        pass
     return pid
 
 
@@ -389,6 +396,9 @@ def stop_pgbouncer(folder: Path, sig: int = signal.SIGTERM) -> None:
     os.kill(pid, sig)
     while _pooler_pid(folder) == pid:
         time.sleep(0.01)
+    # A killed pooler leaves its pidfile, and the next start refuses to run while the
+    # pid it names still exists (an unreaped zombie does): it is stale, remove it.
+    (folder.absolute() / "pgbouncer.pid").unlink(missing_ok=True)
 
 
 def restart_pgbouncer(folder: Path, sig: int = signal.SIGKILL) -> None:
