@@ -5,7 +5,9 @@ other clients: nothing may outlive a transaction on the server side (a prepared
 statement, a ``SET``, an advisory lock). The store's everyday work runs through a
 pooler with ONE server connection per database, so two stores share it for every
 transaction, and afterwards that connection holds no prepared statement, no advisory
-lock and the server's default settings.
+lock and the server's default settings. A store in a schema of its own
+(``?hermes_schema=``) is refused by PgBouncer's startup check, and the store's error
+says to set the role's search_path instead.
 
 Then four writer processes flush through a pooler while it is told to ``RECONNECT``,
 its clients and server connections are killed (``KILL``, the admin console) and the
@@ -32,7 +34,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.engine import make_url
 
-from hermes_repo import StateStore, TranscriptWriter
+from hermes_repo import ServerConfigError, StateStore, TranscriptWriter
 from tests.support import pg
 from tests.support.pg import PgServer
 from tests.support.pg_cluster import Rows, copied_database
@@ -134,6 +136,20 @@ def test_two_stores_sharing_one_pooled_connection_leave_no_session_state(
         assert Rows(direct).counter_drift() == []
     finally:
         pg_server.drop(name)
+
+
+def test_a_store_in_its_own_schema_behind_pgbouncer_is_refused_naming_the_role_setting(
+    pg_server: PgServer, pg_template: str, shared_connection_pooler: str, tmp_path: Path
+) -> None:
+    # PgBouncer refuses the startup option that carries the schema: the store must not
+    # fall back to another schema's tables, and says what to set instead.
+    with copied_database(pg_server, pg_template, "schema") as url:
+        pooled = make_url(_through(shared_connection_pooler, url))
+        in_schema = pooled.update_query_dict({"hermes_schema": "tenant_a"})
+        with pytest.raises(ServerConfigError) as refused:
+            StateStore.open(tmp_path / "home", url=in_schema.render_as_string(False))
+        assert "unsupported startup parameter: options" in str(refused.value)
+        assert "ALTER ROLE" in str(refused.value) and "search_path" in str(refused.value)
 
 
 def test_writers_through_a_pooler_lose_nothing_when_it_reconnects_kills_and_restarts(
