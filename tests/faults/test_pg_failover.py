@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from hermes_repo import StateStore
-from tests.support.pg import PgServer
+from tests.support.pg import REQUIRE_ENV, PgServer, find_binary
 from tests.support.pg_cluster import Rows, replicated_pair
 from tests.support.pg_ha_worker import check_exactly_once, collect, spawn
 from tests.support.processes import reaped
@@ -44,6 +44,12 @@ def test_writers_lose_nothing_when_the_primary_dies_and_the_standby_takes_over(
     # pg_server only decides whether PostgreSQL tests run here (skip, or fail when
     # required); the servers this test kills are its own.
     del pg_server
+    try:
+        find_binary("pg_basebackup")
+    except SystemExit as missing:
+        if os.environ.get(REQUIRE_ENV) == "1":
+            pytest.fail(f"{REQUIRE_ENV}=1 but {missing}")
+        pytest.skip(str(missing))
     go = tmp_path / "go"
     total = PER_WRITER * len(WRITERS)
     with replicated_pair() as pair:
