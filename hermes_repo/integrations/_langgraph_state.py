@@ -16,7 +16,7 @@ from sqlalchemy import bindparam, delete, func, literal, select, tuple_, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql import Select
 
-from hermes_repo import Backend, UnitOfWork
+from hermes_repo import Backend, InvalidArgumentError, UnitOfWork
 from hermes_repo.codec import decode_text, loads
 from hermes_repo.models import (
     langgraph_blobs_table as BL,
@@ -351,14 +351,63 @@ def delete_runs(conn: Connection, serde: SerializerProtocol, run_ids: Sequence[s
         collect_blobs(conn, serde, sid, ns)
 
 
-def keep_latest(conn: Connection, serde: SerializerProtocol, session_id: str) -> None:
+#: The checkpoint metadata key in which LangGraph counts, per ``DeltaChannel``, the
+#: steps that wrote it since its last full snapshot (see :func:`delta_dependents`).
+DELTA_COUNTERS = "counters_since_delta_snapshot"
+
+
+def delta_dependents(metadata: Mapping[str, Any]) -> list[str]:
+    """The channels of a checkpoint whose value is not in it but rebuilt from its
+    ancestors' writes: LangGraph's ``DeltaChannel`` stores a full snapshot only every
+    few updates and counts, in the checkpoint's metadata, the updates since
+    (``counters_since_delta_snapshot``: channel to ``(updates, supersteps)``). A channel
+    with no update since its snapshot still names the snapshot's version, which the
+    checkpoint keeps; one updated since needs the writes of every checkpoint back to
+    that snapshot."""
+    counters = metadata.get(DELTA_COUNTERS) or {}
+    if not isinstance(counters, Mapping):
+        return []
+    return sorted(
+        str(channel)
+        for channel, counts in counters.items()
+        if not isinstance(counts, Sequence) or not counts or counts[0] != 0
+    )
+
+
+def keep_latest(
+    conn: Connection, serde: SerializerProtocol, session_id: str, thread_id: str
+) -> None:
     """Only the newest checkpoint of each namespace (and its writes and values) stays;
-    it becomes a root (its parent is gone)."""
+    it becomes a root (its parent is gone).
+
+    Refused, before anything is deleted, when a kept checkpoint holds channels whose
+    values are deltas on its ancestors' writes (:func:`delta_dependents`): dropping the
+    ancestors would leave LangGraph rebuilding those channels as empty, silently."""
     heads = conn.execute(
         select(CK.c.checkpoint_ns, func.max(CK.c.checkpoint_id))
         .where(CK.c.session_id == session_id)
         .group_by(CK.c.checkpoint_ns)
     ).all()
+    for ns, head in heads:
+        found = conn.execute(
+            select(CK.c.metadata_type, CK.c.metadata).where(
+                CK.c.session_id == session_id,
+                CK.c.checkpoint_ns == ns,
+                CK.c.checkpoint_id == head,
+            )
+        ).one()
+        dependents = delta_dependents(serde.loads_typed((found[0], _bytes(found[1]))))
+        if dependents:
+            where = f" in namespace {ns!r}" if ns else ""
+            raise InvalidArgumentError(
+                f"prune(strategy='keep_latest') refused for LangGraph thread {thread_id!r}: "
+                f"its newest checkpoint{where} holds DeltaChannel values "
+                f"({', '.join(dependents)}) that LangGraph rebuilds from the writes of "
+                "earlier checkpoints, back to the channel's last snapshot; pruning those "
+                "would leave the channels empty. Nothing was deleted. Prune after a step "
+                "that snapshots every delta channel (snapshot_frequency), use "
+                "strategy='delete', or leave the thread unpruned"
+            )
     for ns, head in heads:
         kept = (CK.c.session_id == session_id, CK.c.checkpoint_ns == ns)
         conn.execute(

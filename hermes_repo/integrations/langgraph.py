@@ -434,7 +434,13 @@ class HermesSaver(BaseCheckpointSaver[str]):
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """``keep_latest``: only the newest checkpoint of each namespace stays (with its
         writes and the values it names). ``delete``: as :meth:`delete_thread`, with the
-        reason :data:`PRUNE_REASON`. One unit of work per thread."""
+        reason :data:`PRUNE_REASON`. One unit of work per thread.
+
+        ``keep_latest`` refuses a thread (:class:`~hermes_repo.InvalidArgumentError`,
+        nothing of that thread deleted) whose newest checkpoint holds ``DeltaChannel``
+        values not yet snapshotted: LangGraph rebuilds them from the writes of earlier
+        checkpoints, which pruning would drop. Threads before it in ``thread_ids`` stay
+        pruned."""
         if strategy not in ("keep_latest", "delete"):
             raise ValueError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
         for thread_id in thread_ids:
@@ -446,7 +452,7 @@ class HermesSaver(BaseCheckpointSaver[str]):
 
             def work(uow: UnitOfWork, text: str = text, sid: str = sid) -> None:
                 if own_for_write(uow, text, sid, create=False) is not None:
-                    state.keep_latest(uow.connection, self.serde, sid)
+                    state.keep_latest(uow.connection, self.serde, sid, text)
 
             self.store.write(work)
 
