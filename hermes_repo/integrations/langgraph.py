@@ -107,7 +107,16 @@ class HermesSaver(BaseCheckpointSaver[str]):
     of the root graph's ``messages`` channel (LangChain messages or message dicts) are
     also ``display_only`` message rows of the session, one per message id (uid
     ``langgraph:<id>``): however often checkpoints repeat a message, it is stored
-    once; a message without an id is not copied (nothing would keep it once).
+    once, and a write retried after a lost commit reply finds it by that uid. The id
+    is LangGraph's: ``add_messages`` (``MessagesState``) gives every message one before
+    the checkpoint is written. A ``messages`` channel without that reducer may hold
+    messages without ids; those stay in the checkpoints only, since no identity can be
+    made for them before the write that would stay the same across checkpoints (the
+    list is trimmed and reordered, its positions move) and keep two equal messages
+    apart (a content hash would merge two "ok"). A subgraph's messages become rows once
+    the root graph's ``messages`` holds them (by the same ids, so once); the
+    subgraph's own checkpoints (another ``checkpoint_ns``) are its working state and
+    are not copied.
 
     Every call checks, in the transaction that does its work, that the session is this
     thread's: a session of another source (or of another thread hashing to the same id)
