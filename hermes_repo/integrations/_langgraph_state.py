@@ -161,21 +161,27 @@ def tuples_of(
     return out
 
 
-_OWNER_SQL = "SELECT source, extra FROM sessions WHERE id = ?"
-_CHECKPOINT_SQL = (
-    "SELECT checkpoint_id, parent_checkpoint_id, checkpoint_type, checkpoint, "
-    "metadata_type, metadata FROM langgraph_checkpoints "
-    "WHERE session_id = ? AND checkpoint_ns = ?"
+# The owner and the checkpoint in one statement (the newest by its index's max, not a
+# sort of the thread's checkpoints); the values and the pending writes in another.
+_HEAD_SQL = (
+    "SELECT s.source, s.extra, c.checkpoint_id, c.parent_checkpoint_id, "
+    "c.checkpoint_type, c.checkpoint, c.metadata_type, c.metadata FROM sessions s "
+    "LEFT JOIN langgraph_checkpoints c ON c.session_id = s.id AND c.checkpoint_ns = ? "
+    "AND c.checkpoint_id = {} WHERE s.id = ?"
 )
-_BY_ID_SQL = _CHECKPOINT_SQL + " AND checkpoint_id = ?"
-_LATEST_SQL = _CHECKPOINT_SQL + " ORDER BY checkpoint_id DESC LIMIT 1"
-_BLOBS_SQL = (
-    "SELECT channel, version, type, blob FROM langgraph_blobs "
-    "WHERE session_id = ? AND checkpoint_ns = ? AND (channel, version) IN (VALUES {})"
+_BY_ID_SQL = _HEAD_SQL.format("?")
+_LATEST_SQL = _HEAD_SQL.format(
+    "(SELECT max(checkpoint_id) FROM langgraph_checkpoints "
+    "WHERE session_id = ? AND checkpoint_ns = ?)"
 )
 _WRITES_SQL = (
-    "SELECT task_id, channel, type, blob, task_path, idx FROM langgraph_writes "
+    "SELECT 1, task_id, channel, type, blob, task_path, idx FROM langgraph_writes "
     "WHERE session_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
+)
+_BLOBS_AND_WRITES_SQL = (
+    "SELECT 0, channel, version, type, blob, NULL, NULL FROM langgraph_blobs "
+    "WHERE session_id = ? AND checkpoint_ns = ? AND (channel, version) IN (VALUES {}) "
+    "UNION ALL " + _WRITES_SQL
 )
 
 
@@ -196,9 +202,11 @@ def one_tuple(
     server: bool,
 ) -> CheckpointTuple | None:
     """:meth:`get_tuple`'s read, on the driver's cursor in the caller's read
-    transaction: LangGraph reads a thread's newest checkpoint at every run, and building
-    and compiling the statements cost more than SQLite running them. ``check`` refuses
-    a session that is not the thread's (given its source and ``extra``)."""
+    transaction, in two statements (two round trips on a server): the session's owner
+    with the checkpoint, then its channel values with its pending writes. LangGraph
+    reads a thread's newest checkpoint at every run, and building and compiling the
+    statements cost more than SQLite running them. ``check`` refuses a session that is
+    not the thread's (given its source and ``extra``) before anything of it is decoded."""
     dbapi = conn.connection.dbapi_connection
     assert dbapi is not None
 
@@ -207,33 +215,36 @@ def one_tuple(
 
     cursor = dbapi.cursor()
     try:
-        cursor.execute(sql(_OWNER_SQL), (session_id,))
-        owner = cursor.fetchone()
-        if owner is None:
-            return None
-        check(decode_text(owner[0]), loads(owner[1]) if owner[1] is not None else {})
         if checkpoint_id:
-            cursor.execute(sql(_BY_ID_SQL), (session_id, ns, checkpoint_id))
+            cursor.execute(sql(_BY_ID_SQL), (ns, checkpoint_id, session_id))
         else:
-            cursor.execute(sql(_LATEST_SQL), (session_id, ns))
+            cursor.execute(sql(_LATEST_SQL), (ns, session_id, ns, session_id))
         row = cursor.fetchone()
         if row is None:
             return None
-        cid, parent, checkpoint_type, body, metadata_type, metadata = row
+        source, extra, cid, parent, checkpoint_type, body, metadata_type, metadata = row
+        check(decode_text(source), loads(extra) if extra is not None else {})
+        if cid is None:
+            return None
         checkpoint = serde.loads_typed((checkpoint_type, _bytes(body)))
         versions = [(c, str(v)) for c, v in checkpoint["channel_versions"].items()]
-        values: dict[str, Any] = {}
         if versions:
-            text = _BLOBS_SQL.format(", ".join(["(?, ?)"] * len(versions)))
+            text = _BLOBS_AND_WRITES_SQL.format(", ".join(["(?, ?)"] * len(versions)))
             params = [session_id, ns, *(item for pair in versions for item in pair)]
-            cursor.execute(sql(text), params)
-            for channel, _, type_, blob in cursor.fetchall():
-                if type_ != "empty":
-                    values[channel] = serde.loads_typed((type_, _bytes(blob)))
-        cursor.execute(sql(_WRITES_SQL), (session_id, ns, cid))
-        pending = sorted(cursor.fetchall(), key=lambda w: writes_sort_key(w[4], w[0], w[5]))
+            cursor.execute(sql(text), [*params, session_id, ns, cid])
+        else:
+            cursor.execute(sql(_WRITES_SQL), (session_id, ns, cid))
+        found = cursor.fetchall()
     finally:
         cursor.close()
+    values: dict[str, Any] = {}
+    writes = []
+    for kind, *rest in found:
+        if kind == 1:
+            writes.append(rest)
+        elif rest[2] != "empty":
+            values[rest[0]] = serde.loads_typed((rest[2], _bytes(rest[3])))
+    pending = sorted(writes, key=lambda w: writes_sort_key(w[4], w[0], w[5]))
     return CheckpointTuple(
         config=_config(thread_id, ns, cid),
         checkpoint=cast(Checkpoint, {**checkpoint, "channel_values": values}),
