@@ -505,3 +505,60 @@ def put_on_server(
         final = "SELECT NULL WHERE false"
     sql = "WITH " + ", ".join(parts) + " " + final
     return {row[0] for row in conn.exec_driver_sql(sql, tuple(params))}
+
+
+_WRITE_COLUMNS = (
+    "session_id",
+    "checkpoint_ns",
+    "checkpoint_id",
+    "task_id",
+    "task_path",
+    "idx",
+    "channel",
+    "type",
+    "blob",
+)
+_WRITE_KEY = ("session_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx")
+
+
+def put_writes_on_server(
+    conn: Connection,
+    session_id: str,
+    source: str,
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    replace: bool,
+) -> tuple[str, dict[str, Any]] | None:
+    """A task's writes on a server in one statement with the owner's lock (one round
+    trip, not two): the session row is locked (``FOR UPDATE``) and the rows inserted
+    only when it is a session of ``source``; ``replace`` replaces a stored write of the
+    same key, else it is kept. Returns the session's source and ``extra`` for the
+    caller to check (raising rolls the unit back), or None when there is no such
+    session (nothing written). The lock is taken before any row is inserted: the
+    insert reads the locked row, and after waiting for it PostgreSQL reads its newest
+    version."""
+    if replace:
+        # One statement may not update a row twice: the last write of a key wins, as
+        # it did when each row was a statement of its own.
+        rows = list({tuple(row[k] for k in _WRITE_KEY): row for row in rows}.values())
+    one = "(" + ", ".join(["%s"] * len(_WRITE_COLUMNS)) + ")"
+    columns = ", ".join(_WRITE_COLUMNS)
+    if replace:
+        conflict = (
+            f"ON CONFLICT ({', '.join(_WRITE_KEY)}) DO UPDATE SET "
+            "channel = excluded.channel, type = excluded.type, blob = excluded.blob"
+        )
+    else:
+        conflict = "ON CONFLICT DO NOTHING"
+    sql = (
+        "WITH o AS (SELECT source, extra FROM sessions WHERE id = %s FOR UPDATE), "
+        f"w AS (INSERT INTO langgraph_writes ({columns}) SELECT v.* FROM (VALUES "
+        + ", ".join([one] * len(rows))
+        + f") AS v ({columns}) WHERE EXISTS (SELECT 1 FROM o WHERE o.source = %s) "
+        f"{conflict}) SELECT source, extra FROM o"
+    )
+    params = [session_id, *(row[k] for row in rows for k in _WRITE_COLUMNS), source]
+    found = conn.exec_driver_sql(sql, tuple(params)).first()
+    if found is None:
+        return None
+    return decode_text(found[0]), (loads(found[1]) if found[1] is not None else {})

@@ -389,7 +389,18 @@ class HermesSaver(BaseCheckpointSaver[str]):
             )
         replace = all(channel in WRITES_IDX_MAP for channel, _ in writes)
 
+        server = not self.store.backend.is_file
+
         def work(uow: UnitOfWork) -> None:
+            if server:
+                # The owner's lock and the rows in one round trip; the owner is checked
+                # before the unit commits (a refusal rolls the rows back).
+                found = state.put_writes_on_server(
+                    uow.connection, sid, SOURCE, rows, replace=replace
+                )
+                if found is not None:
+                    check_owner(thread_id, sid, *found)
+                    return
             own_for_write(uow, thread_id, sid, create=True)
             uow.connection.execute(self._replace_writes if replace else self._insert_writes, rows)
 
