@@ -16,7 +16,7 @@ from sqlalchemy import bindparam, delete, func, literal, select, tuple_, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql import Select
 
-from hermes_repo import Backend, UnitOfWork
+from hermes_repo import Backend, InvalidArgumentError, UnitOfWork
 from hermes_repo.codec import decode_text, loads
 from hermes_repo.models import (
     langgraph_blobs_table as BL,
@@ -161,21 +161,27 @@ def tuples_of(
     return out
 
 
-_OWNER_SQL = "SELECT source, extra FROM sessions WHERE id = ?"
-_CHECKPOINT_SQL = (
-    "SELECT checkpoint_id, parent_checkpoint_id, checkpoint_type, checkpoint, "
-    "metadata_type, metadata FROM langgraph_checkpoints "
-    "WHERE session_id = ? AND checkpoint_ns = ?"
+# The owner and the checkpoint in one statement (the newest by its index's max, not a
+# sort of the thread's checkpoints); the values and the pending writes in another.
+_HEAD_SQL = (
+    "SELECT s.source, s.extra, c.checkpoint_id, c.parent_checkpoint_id, "
+    "c.checkpoint_type, c.checkpoint, c.metadata_type, c.metadata FROM sessions s "
+    "LEFT JOIN langgraph_checkpoints c ON c.session_id = s.id AND c.checkpoint_ns = ? "
+    "AND c.checkpoint_id = {} WHERE s.id = ?"
 )
-_BY_ID_SQL = _CHECKPOINT_SQL + " AND checkpoint_id = ?"
-_LATEST_SQL = _CHECKPOINT_SQL + " ORDER BY checkpoint_id DESC LIMIT 1"
-_BLOBS_SQL = (
-    "SELECT channel, version, type, blob FROM langgraph_blobs "
-    "WHERE session_id = ? AND checkpoint_ns = ? AND (channel, version) IN (VALUES {})"
+_BY_ID_SQL = _HEAD_SQL.format("?")
+_LATEST_SQL = _HEAD_SQL.format(
+    "(SELECT max(checkpoint_id) FROM langgraph_checkpoints "
+    "WHERE session_id = ? AND checkpoint_ns = ?)"
 )
 _WRITES_SQL = (
-    "SELECT task_id, channel, type, blob, task_path, idx FROM langgraph_writes "
+    "SELECT 1, task_id, channel, type, blob, task_path, idx FROM langgraph_writes "
     "WHERE session_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
+)
+_BLOBS_AND_WRITES_SQL = (
+    "SELECT 0, channel, version, type, blob, NULL, NULL FROM langgraph_blobs "
+    "WHERE session_id = ? AND checkpoint_ns = ? AND (channel, version) IN (VALUES {}) "
+    "UNION ALL " + _WRITES_SQL
 )
 
 
@@ -196,9 +202,11 @@ def one_tuple(
     server: bool,
 ) -> CheckpointTuple | None:
     """:meth:`get_tuple`'s read, on the driver's cursor in the caller's read
-    transaction: LangGraph reads a thread's newest checkpoint at every run, and building
-    and compiling the statements cost more than SQLite running them. ``check`` refuses
-    a session that is not the thread's (given its source and ``extra``)."""
+    transaction, in two statements (two round trips on a server): the session's owner
+    with the checkpoint, then its channel values with its pending writes. LangGraph
+    reads a thread's newest checkpoint at every run, and building and compiling the
+    statements cost more than SQLite running them. ``check`` refuses a session that is
+    not the thread's (given its source and ``extra``) before anything of it is decoded."""
     dbapi = conn.connection.dbapi_connection
     assert dbapi is not None
 
@@ -207,33 +215,36 @@ def one_tuple(
 
     cursor = dbapi.cursor()
     try:
-        cursor.execute(sql(_OWNER_SQL), (session_id,))
-        owner = cursor.fetchone()
-        if owner is None:
-            return None
-        check(decode_text(owner[0]), loads(owner[1]) if owner[1] is not None else {})
         if checkpoint_id:
-            cursor.execute(sql(_BY_ID_SQL), (session_id, ns, checkpoint_id))
+            cursor.execute(sql(_BY_ID_SQL), (ns, checkpoint_id, session_id))
         else:
-            cursor.execute(sql(_LATEST_SQL), (session_id, ns))
+            cursor.execute(sql(_LATEST_SQL), (ns, session_id, ns, session_id))
         row = cursor.fetchone()
         if row is None:
             return None
-        cid, parent, checkpoint_type, body, metadata_type, metadata = row
+        source, extra, cid, parent, checkpoint_type, body, metadata_type, metadata = row
+        check(decode_text(source), loads(extra) if extra is not None else {})
+        if cid is None:
+            return None
         checkpoint = serde.loads_typed((checkpoint_type, _bytes(body)))
         versions = [(c, str(v)) for c, v in checkpoint["channel_versions"].items()]
-        values: dict[str, Any] = {}
         if versions:
-            text = _BLOBS_SQL.format(", ".join(["(?, ?)"] * len(versions)))
+            text = _BLOBS_AND_WRITES_SQL.format(", ".join(["(?, ?)"] * len(versions)))
             params = [session_id, ns, *(item for pair in versions for item in pair)]
-            cursor.execute(sql(text), params)
-            for channel, _, type_, blob in cursor.fetchall():
-                if type_ != "empty":
-                    values[channel] = serde.loads_typed((type_, _bytes(blob)))
-        cursor.execute(sql(_WRITES_SQL), (session_id, ns, cid))
-        pending = sorted(cursor.fetchall(), key=lambda w: writes_sort_key(w[4], w[0], w[5]))
+            cursor.execute(sql(text), [*params, session_id, ns, cid])
+        else:
+            cursor.execute(sql(_WRITES_SQL), (session_id, ns, cid))
+        found = cursor.fetchall()
     finally:
         cursor.close()
+    values: dict[str, Any] = {}
+    writes = []
+    for kind, *rest in found:
+        if kind == 1:
+            writes.append(rest)
+        elif rest[2] != "empty":
+            values[rest[0]] = serde.loads_typed((rest[2], _bytes(rest[3])))
+    pending = sorted(writes, key=lambda w: writes_sort_key(w[4], w[0], w[5]))
     return CheckpointTuple(
         config=_config(thread_id, ns, cid),
         checkpoint=cast(Checkpoint, {**checkpoint, "channel_values": values}),
@@ -351,14 +362,63 @@ def delete_runs(conn: Connection, serde: SerializerProtocol, run_ids: Sequence[s
         collect_blobs(conn, serde, sid, ns)
 
 
-def keep_latest(conn: Connection, serde: SerializerProtocol, session_id: str) -> None:
+#: The checkpoint metadata key in which LangGraph counts, per ``DeltaChannel``, the
+#: steps that wrote it since its last full snapshot (see :func:`delta_dependents`).
+DELTA_COUNTERS = "counters_since_delta_snapshot"
+
+
+def delta_dependents(metadata: Mapping[str, Any]) -> list[str]:
+    """The channels of a checkpoint whose value is not in it but rebuilt from its
+    ancestors' writes: LangGraph's ``DeltaChannel`` stores a full snapshot only every
+    few updates and counts, in the checkpoint's metadata, the updates since
+    (``counters_since_delta_snapshot``: channel to ``(updates, supersteps)``). A channel
+    with no update since its snapshot still names the snapshot's version, which the
+    checkpoint keeps; one updated since needs the writes of every checkpoint back to
+    that snapshot."""
+    counters = metadata.get(DELTA_COUNTERS) or {}
+    if not isinstance(counters, Mapping):
+        return []
+    return sorted(
+        str(channel)
+        for channel, counts in counters.items()
+        if not isinstance(counts, Sequence) or not counts or counts[0] != 0
+    )
+
+
+def keep_latest(
+    conn: Connection, serde: SerializerProtocol, session_id: str, thread_id: str
+) -> None:
     """Only the newest checkpoint of each namespace (and its writes and values) stays;
-    it becomes a root (its parent is gone)."""
+    it becomes a root (its parent is gone).
+
+    Refused, before anything is deleted, when a kept checkpoint holds channels whose
+    values are deltas on its ancestors' writes (:func:`delta_dependents`): dropping the
+    ancestors would leave LangGraph rebuilding those channels as empty, silently."""
     heads = conn.execute(
         select(CK.c.checkpoint_ns, func.max(CK.c.checkpoint_id))
         .where(CK.c.session_id == session_id)
         .group_by(CK.c.checkpoint_ns)
     ).all()
+    for ns, head in heads:
+        found = conn.execute(
+            select(CK.c.metadata_type, CK.c.metadata).where(
+                CK.c.session_id == session_id,
+                CK.c.checkpoint_ns == ns,
+                CK.c.checkpoint_id == head,
+            )
+        ).one()
+        dependents = delta_dependents(serde.loads_typed((found[0], _bytes(found[1]))))
+        if dependents:
+            where = f" in namespace {ns!r}" if ns else ""
+            raise InvalidArgumentError(
+                f"prune(strategy='keep_latest') refused for LangGraph thread {thread_id!r}: "
+                f"its newest checkpoint{where} holds DeltaChannel values "
+                f"({', '.join(dependents)}) that LangGraph rebuilds from the writes of "
+                "earlier checkpoints, back to the channel's last snapshot; pruning those "
+                "would leave the channels empty. Nothing was deleted. Prune after a step "
+                "that snapshots every delta channel (snapshot_frequency), use "
+                "strategy='delete', or leave the thread unpruned"
+            )
     for ns, head in heads:
         kept = (CK.c.session_id == session_id, CK.c.checkpoint_ns == ns)
         conn.execute(
@@ -445,3 +505,60 @@ def put_on_server(
         final = "SELECT NULL WHERE false"
     sql = "WITH " + ", ".join(parts) + " " + final
     return {row[0] for row in conn.exec_driver_sql(sql, tuple(params))}
+
+
+_WRITE_COLUMNS = (
+    "session_id",
+    "checkpoint_ns",
+    "checkpoint_id",
+    "task_id",
+    "task_path",
+    "idx",
+    "channel",
+    "type",
+    "blob",
+)
+_WRITE_KEY = ("session_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx")
+
+
+def put_writes_on_server(
+    conn: Connection,
+    session_id: str,
+    source: str,
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    replace: bool,
+) -> tuple[str, dict[str, Any]] | None:
+    """A task's writes on a server in one statement with the owner's lock (one round
+    trip, not two): the session row is locked (``FOR UPDATE``) and the rows inserted
+    only when it is a session of ``source``; ``replace`` replaces a stored write of the
+    same key, else it is kept. Returns the session's source and ``extra`` for the
+    caller to check (raising rolls the unit back), or None when there is no such
+    session (nothing written). The lock is taken before any row is inserted: the
+    insert reads the locked row, and after waiting for it PostgreSQL reads its newest
+    version."""
+    if replace:
+        # One statement may not update a row twice: the last write of a key wins, as
+        # it did when each row was a statement of its own.
+        rows = list({tuple(row[k] for k in _WRITE_KEY): row for row in rows}.values())
+    one = "(" + ", ".join(["%s"] * len(_WRITE_COLUMNS)) + ")"
+    columns = ", ".join(_WRITE_COLUMNS)
+    if replace:
+        conflict = (
+            f"ON CONFLICT ({', '.join(_WRITE_KEY)}) DO UPDATE SET "
+            "channel = excluded.channel, type = excluded.type, blob = excluded.blob"
+        )
+    else:
+        conflict = "ON CONFLICT DO NOTHING"
+    sql = (
+        "WITH o AS (SELECT source, extra FROM sessions WHERE id = %s FOR UPDATE), "
+        f"w AS (INSERT INTO langgraph_writes ({columns}) SELECT v.* FROM (VALUES "
+        + ", ".join([one] * len(rows))
+        + f") AS v ({columns}) WHERE EXISTS (SELECT 1 FROM o WHERE o.source = %s) "
+        f"{conflict}) SELECT source, extra FROM o"
+    )
+    params = [session_id, *(row[k] for row in rows for k in _WRITE_COLUMNS), source]
+    found = conn.exec_driver_sql(sql, tuple(params)).first()
+    if found is None:
+        return None
+    return decode_text(found[0]), (loads(found[1]) if found[1] is not None else {})

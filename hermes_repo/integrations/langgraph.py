@@ -107,7 +107,16 @@ class HermesSaver(BaseCheckpointSaver[str]):
     of the root graph's ``messages`` channel (LangChain messages or message dicts) are
     also ``display_only`` message rows of the session, one per message id (uid
     ``langgraph:<id>``): however often checkpoints repeat a message, it is stored
-    once; a message without an id is not copied (nothing would keep it once).
+    once, and a write retried after a lost commit reply finds it by that uid. The id
+    is LangGraph's: ``add_messages`` (``MessagesState``) gives every message one before
+    the checkpoint is written. A ``messages`` channel without that reducer may hold
+    messages without ids; those stay in the checkpoints only, since no identity can be
+    made for them before the write that would stay the same across checkpoints (the
+    list is trimmed and reordered, its positions move) and keep two equal messages
+    apart (a content hash would merge two "ok"). A subgraph's messages become rows once
+    the root graph's ``messages`` holds them (by the same ids, so once); the
+    subgraph's own checkpoints (another ``checkpoint_ns``) are its working state and
+    are not copied.
 
     Every call checks, in the transaction that does its work, that the session is this
     thread's: a session of another source (or of another thread hashing to the same id)
@@ -380,7 +389,18 @@ class HermesSaver(BaseCheckpointSaver[str]):
             )
         replace = all(channel in WRITES_IDX_MAP for channel, _ in writes)
 
+        server = not self.store.backend.is_file
+
         def work(uow: UnitOfWork) -> None:
+            if server:
+                # The owner's lock and the rows in one round trip; the owner is checked
+                # before the unit commits (a refusal rolls the rows back).
+                found = state.put_writes_on_server(
+                    uow.connection, sid, SOURCE, rows, replace=replace
+                )
+                if found is not None:
+                    check_owner(thread_id, sid, *found)
+                    return
             own_for_write(uow, thread_id, sid, create=True)
             uow.connection.execute(self._replace_writes if replace else self._insert_writes, rows)
 
@@ -434,7 +454,13 @@ class HermesSaver(BaseCheckpointSaver[str]):
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """``keep_latest``: only the newest checkpoint of each namespace stays (with its
         writes and the values it names). ``delete``: as :meth:`delete_thread`, with the
-        reason :data:`PRUNE_REASON`. One unit of work per thread."""
+        reason :data:`PRUNE_REASON`. One unit of work per thread.
+
+        ``keep_latest`` refuses a thread (:class:`~hermes_repo.InvalidArgumentError`,
+        nothing of that thread deleted) whose newest checkpoint holds ``DeltaChannel``
+        values not yet snapshotted: LangGraph rebuilds them from the writes of earlier
+        checkpoints, which pruning would drop. Threads before it in ``thread_ids`` stay
+        pruned."""
         if strategy not in ("keep_latest", "delete"):
             raise ValueError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
         for thread_id in thread_ids:
@@ -446,7 +472,7 @@ class HermesSaver(BaseCheckpointSaver[str]):
 
             def work(uow: UnitOfWork, text: str = text, sid: str = sid) -> None:
                 if own_for_write(uow, text, sid, create=False) is not None:
-                    state.keep_latest(uow.connection, self.serde, sid)
+                    state.keep_latest(uow.connection, self.serde, sid, text)
 
             self.store.write(work)
 

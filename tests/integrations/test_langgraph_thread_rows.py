@@ -10,9 +10,12 @@ from pathlib import Path
 
 import pytest
 from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.base import WRITES_IDX_MAP
+from sqlalchemy import func, select
 
 from hermes_repo import MessageRepository, SessionTakenError, StateStore
 from hermes_repo.integrations.langgraph import DELETE_REASON, HermesSaver, session_id_for
+from hermes_repo.models import langgraph_writes_table as WR
 from tests.cli.conftest import run_cli_from_root
 from tests.integrations.langgraph_scenario import RESUME, ask, chat_graph
 
@@ -174,3 +177,28 @@ def test_a_history_longer_than_one_lookup_is_stored_once_by_a_saver_that_forgot_
     rows = store.read(lambda conn: MessageRepository(conn).list("long", include_inactive=True))
     assert [row["uid"] for row in rows] == [f"langgraph:h-{n}" for n in range(total)]
     assert store.get_session("long").message_count == total
+
+
+def test_pending_writes_to_a_session_that_is_not_the_threads_leave_no_row(
+    backend: str, store: StateStore
+) -> None:
+    with store.unit_of_work() as uow:
+        uow.sessions.create("cli", id="taken", title="an operator's session")
+        # A LangGraph session holding another thread (as a hash collision would).
+        uow.sessions.create("langgraph", id="held", title="held")
+        uow.sessions.update("held", extra={"langgraph_thread": "another thread"})
+        uow.commit()
+    saver = HermesSaver(store)
+    special = next(iter(WRITES_IDX_MAP))  # a channel whose stored write is replaced
+    writes = [("messages", [HumanMessage(content="late", id="late-1")]), (special, "boom")]
+    for sid, match in (("taken", "source 'cli'"), ("held", "holds thread 'another thread'")):
+        config = {"configurable": {"thread_id": sid, "checkpoint_ns": "", "checkpoint_id": "c"}}
+        for chosen in (writes, writes[1:]):  # kept writes, and replaced special ones
+            with pytest.raises(SessionTakenError, match=match):
+                saver.put_writes(config, chosen, task_id="t")
+        stored = store.read(
+            lambda conn, sid=sid: conn.execute(
+                select(func.count()).select_from(WR).where(WR.c.session_id == sid)
+            ).scalar()
+        )
+        assert stored == 0
