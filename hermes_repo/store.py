@@ -19,7 +19,7 @@ from .database import Database
 from .deprecation import warn_renamed
 from .engine import Driver, DriverName, db_path_for_home
 from .engine_pg import resolve_url
-from .errors import ImportSourceError
+from .errors import ImportSourceError, InvalidArgumentError
 from .health import StoreHealth, journal_notes, store_health
 from .holders import HolderLock
 from .ids import check_session_id
@@ -345,6 +345,31 @@ class StateStore:
         """
         batch = arguments.message_list("messages", messages)
         return self.database.append_messages(session_id, batch, policy=policy)
+
+    def append_rows(
+        self,
+        session_id: str,
+        rows: Sequence[Mapping[str, Any]],
+        tool_calls: int,
+        *,
+        policy: RetryPolicy | None = None,
+    ) -> int:
+        """:meth:`append_messages` of rows already made by
+        :func:`hermes_repo.codec.message_to_row` for ``session_id`` (each with its uid
+        and timestamp; ``tool_calls`` is their total of tool calls), for a caller that
+        converted and checked the messages itself (a transcript flush): one transaction,
+        retried and classified the same way; returns how many."""
+        sid = check_session_id(session_id)
+        batch = arguments.message_list("rows", rows)
+        calls = arguments.whole_number("tool_calls", tool_calls)
+        for row in batch:
+            # Rows are written as given: only a row the codec made for this session will do.
+            if row.__class__ is not dict or row.get("session_id") != sid or not row.get("uid"):
+                raise InvalidArgumentError(
+                    f"rows must be made by message_to_row({sid!r}, message), each with "
+                    f"its uid; got {arguments._shown(row)}"
+                )
+        return self.database.append_rows(sid, batch, calls, policy=policy)
 
     # -- reads -----------------------------------------------------------------------
 

@@ -191,6 +191,26 @@ class DriverPaths(UnitRunner):
         # attempt writes the same ones, and a lost commit is looked up by these uids.
         rows = [message_to_row(sid, m) for m in batch]
         calls = sum(tool_call_count(m) for m in batch)
+        return self.append_rows(sid, rows, calls, policy=policy)
+
+    def append_rows(
+        self,
+        session_id: str,
+        rows: Sequence[Mapping[str, Any]],
+        tool_calls: int,
+        *,
+        policy: RetryPolicy | None = None,
+    ) -> int:
+        """:meth:`append_messages` of rows already made by
+        :func:`~hermes_repo.codec.message_to_row` for ``session_id`` (each with its uid
+        and timestamp; ``tool_calls`` is their total of calls): for a caller that
+        converted the messages already to check them (a transcript flush), so they are
+        not converted twice. The rows are not changed: every attempt writes them as given.
+        """
+        sid = check_session_id(session_id)
+        if not rows:
+            return 0
+        calls = tool_calls
         self.guard.refuse()
 
         def on_driver() -> int | None:

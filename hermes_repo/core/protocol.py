@@ -87,3 +87,15 @@ class WriteCore(Protocol):
     ) -> int:
         """Append ``messages`` in one transaction (retried); returns how many."""
         ...
+
+    def append_rows(
+        self,
+        session_id: str,
+        rows: Sequence[Mapping[str, Any]],
+        tool_calls: int,
+        *,
+        policy: RetryPolicy | None = None,
+    ) -> int:
+        """:meth:`append_messages` of rows ``message_to_row`` made already (with uids and
+        timestamps; ``tool_calls`` their total of calls); returns how many."""
+        ...

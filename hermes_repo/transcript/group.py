@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
+from ..codec import message_to_row, tool_call_count
 from ..database import WriteCore
 from ..driver_errors import classify, describe
 from ..errors import ErrorKind, IntegrityViolation, NotFoundError, UidConflictError
@@ -57,13 +58,20 @@ class SessionWrites:
     policy: RetryPolicy
     source: str
 
-    def write(self, messages: list[dict[str, Any]], committed: set[str]) -> Exception | None:
+    def write(
+        self,
+        messages: list[dict[str, Any]],
+        committed: set[str],
+        rows: dict[str, dict[str, Any]] | None = None,
+    ) -> Exception | None:
         """Commit ``messages`` (none of them in ``committed``) in list order and add each
         committed uid to ``committed``; returns the failure that stopped the writes
-        (None when every message is committed). Never raises for database trouble."""
+        (None when every message is committed). Never raises for database trouble.
+        ``rows`` (by uid) are the rows ``message_to_row`` made of them, when the caller
+        made them already: the group writes those."""
         if len(messages) > 1:
             try:
-                self.write_group(messages)
+                self.write_group(messages, rows)
             except Exception as exc:  # classified here, reported by the caller
                 if classify(exc) not in ONE_MESSAGE_KINDS:
                     return exc
@@ -86,17 +94,29 @@ class SessionWrites:
             committed.add(message["uid"])
         return None
 
-    def write_group(self, messages: list[dict[str, Any]]) -> None:
-        """All of ``messages`` in one transaction, creating the session when missing."""
+    def write_group(
+        self,
+        messages: list[dict[str, Any]],
+        rows: dict[str, dict[str, Any]] | None = None,
+    ) -> None:
+        """All of ``messages`` in one transaction, creating the session when missing;
+        ``rows`` (by uid), when given, are their rows as ``message_to_row`` made them."""
         sid = self.session_id
+        if rows is None:
+            rows = {}
+        made = [rows.get(m["uid"]) for m in messages]
+        if any(row is None for row in made):
+            made = [message_to_row(sid, m) for m in messages]
+        batch = cast(list[dict[str, Any]], made)
+        calls = sum(tool_call_count(m) for m in messages)
 
         def first_messages(uow: UnitOfWork) -> int:
             # The session row is missing: create it and append the group in one unit.
             uow.sessions.ensure(sid, source=self.source, started_at=messages[0]["timestamp"])
-            return uow.messages.append_many(sid, messages)
+            return uow.messages.append_rows(sid, batch, calls)
 
         try:
-            self.store.append_messages(sid, messages, policy=self.policy)
+            self.store.append_rows(sid, batch, calls, policy=self.policy)
         except NotFoundError:
             self.store.write(first_messages, self.policy)
 

@@ -222,6 +222,9 @@ class TranscriptWriter:
         # A server's text cannot hold U+0000: such a message could never be replayed.
         server_text = store is not None and not store.backend.is_file
         digests: dict[str, bytes] = {}
+        # The rows checked here are the rows written: the group commit hands them to
+        # the write core as they are, instead of converting every message again.
+        rows: dict[str, dict[str, Any]] = {}
         for message in todo_in:
             try:
                 row = message_to_row(self.session_id, message)
@@ -235,6 +238,7 @@ class TranscriptWriter:
                 refuse(at(message), message["uid"], reason, message)
                 continue
             digests[message["uid"]] = content_digest(row)
+            rows[message["uid"]] = row
             todo.append(message)
         rejections.sort(key=lambda r: r.index)
         refused.sort(key=lambda pair: pair[0].index)  # the file keeps the list's order
@@ -248,7 +252,7 @@ class TranscriptWriter:
                 None,
             )
         else:
-            result = self._write(store, todo, committed, failure)
+            result = self._write(store, todo, rows, committed, failure)
         durable = {*result.written_uids, *result.spooled_uids}
         for message in todo:
             if message["uid"] in durable:
@@ -273,6 +277,7 @@ class TranscriptWriter:
         self,
         store: WriteCore,
         todo: list[dict[str, Any]],
+        rows: dict[str, dict[str, Any]],
         committed: set[str],
         failure: Exception | None,
     ) -> FlushResult:
@@ -300,7 +305,7 @@ class TranscriptWriter:
         new = [m for m in todo if m["uid"] not in committed]  # the others came with the backlog
         if failure is None and new:
             writes = SessionWrites(store, self.session_id, self.policy, self.source)
-            failure = writes.write(new, committed)  # adds what it commits to committed
+            failure = writes.write(new, committed, rows)  # adds what it commits to committed
         written = [m["uid"] for m in todo if m["uid"] in committed]
         if failure is None:
             return FlushResult(len(written), 0, written_uids=tuple(written))
