@@ -143,7 +143,7 @@ def append_case(s: Sides, msgs: list[dict[str, Any]], per_run: int, runs: int, l
         for sid, m in lib_plan[i]:
             append(sid, m)
 
-    case = Case(f"append, 1 msg/txn ({label})", per_run, note="target >= 0.8x raw")
+    case = Case(f"append, 1 msg/txn ({label})", per_run, note="target >= 0.85x raw")
     return run_interleaved(case, runs, {"pg": lib, "raw": raw, "sqlite": lite})
 
 
