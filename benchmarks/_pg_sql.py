@@ -2,13 +2,17 @@
 out here on purpose, and the check that the library sends exactly that.
 
 The library's statements are captured with SQLAlchemy's ``before_cursor_execute`` event;
-the raw side's are recorded as it sends them. Any difference stops the benchmark (a
+the raw side's are recorded as it sends them. The one-message append runs on psycopg's
+own connection (no SQLAlchemy event fires), so both of its sides are captured on the
+wire instead: libpq's protocol trace of each connection, every statement and every
+round trip the client sent (:func:`wire_sql`). Any difference stops the benchmark (a
 ratio between different statements would measure different work).
 """
 
 from __future__ import annotations
 
 import re
+import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -59,6 +63,70 @@ def library_sql(engine: Engine) -> Iterator[Sent]:
         yield seen
     finally:
         event.remove(engine, "before_cursor_execute", before)
+
+
+# libpq's trace of a message the client sent: a simple query, or the Parse of an
+# extended-protocol one (its statement name, then its text); a Sync ends a round trip.
+_WIRE_QUERY = re.compile(r'^F\t\d+\tQuery\t "(.*)"$')
+_WIRE_PARSE = re.compile(r'^F\t\d+\tParse\t "[^"]*" "(.*)" \d+')
+_WIRE_SYNC = re.compile(r"^F\t\d+\tSync")
+
+
+def _wire_statements(trace: str) -> tuple[Sent, int]:
+    """The statements a protocol trace shows the client sending, and its round trips
+    (each simple query and each Sync waits for the server's answer)."""
+    sent: Sent = []
+    trips = 0
+    for line in trace.splitlines():
+        if m := _WIRE_QUERY.match(line):
+            sent.append((m.group(1), False))
+            trips += 1
+        elif m := _WIRE_PARSE.match(line):
+            sent.append((m.group(1), False))
+        elif _WIRE_SYNC.match(line):
+            trips += 1
+    return sent, trips
+
+
+@contextmanager
+def wire_sql(engine: Engine | None = None, conn: Any = None) -> Iterator[list[Sent | int]]:
+    """Every statement sent on the wire while the block runs, with the round trips:
+    by the connections ``engine`` hands out in it (traced from their checkout, after
+    the pool's ping), or by the psycopg connection ``conn``. Yields ``[statements,
+    round_trips]``, filled in when the block ends."""
+    from psycopg import pq
+
+    out: list[Sent | int] = [[], 0]
+    files: list[tuple[Any, Any]] = []
+
+    def trace(dbapi: Any) -> None:
+        f = tempfile.TemporaryFile("w+b")  # noqa: SIM115 - closed when the block ends
+        dbapi.pgconn.trace(f.fileno())
+        dbapi.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
+        files.append((dbapi, f))
+
+    def on_checkout(dbapi: Any, _record: Any, _proxy: Any) -> None:
+        trace(dbapi)
+
+    if engine is not None:
+        event.listen(engine.pool, "checkout", on_checkout)
+    if conn is not None:
+        trace(conn)
+    try:
+        yield out
+    finally:
+        if engine is not None:
+            event.remove(engine.pool, "checkout", on_checkout)
+        sent: Sent = []
+        trips = 0
+        for dbapi, f in files:
+            dbapi.pgconn.untrace()
+            f.seek(0)
+            got, n = _wire_statements(f.read().decode("utf-8", "replace"))
+            f.close()
+            sent.extend(got)
+            trips += n
+        out[:] = [sent, trips]
 
 
 class RecordingCursor:

@@ -8,8 +8,8 @@ those statements cost more than SQLite's own work. Each is tried once first insi
 budget of the instrumented path it stands for (:meth:`~.units.UnitRunner.write`,
 :meth:`~.units.UnitRunner.read`); anything unusual leaves the fast path at once, rolled
 back, judged once by :meth:`~.verdict.FailureVerdict.failure`, and the same unit goes on
-through the instrumented path. On a server the one-message append runs on a connection
-kept between appends (:mod:`hermes_repo.kept`).
+through the instrumented path. On a server the one-message append runs on psycopg's
+own connection, kept between appends (:mod:`hermes_repo.kept`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from sqlalchemy import select, text
+from sqlalchemy import select
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
@@ -69,9 +69,11 @@ class DriverPaths(UnitRunner):
         retried); a lock is retried within the same budget; FTS damage detaches the
         index and the unit is replayed without it; any other error (a constraint, a
         full disk) hands the same row to :meth:`write`'s instrumented path. On a server
-        the same statements run through SQLAlchemy on a connection kept between appends
-        (:mod:`.kept`: no checkout ping per message); a lost one is replayed the same way.
-        """
+        the same statements (``SET LOCAL lock_timeout``, the UPDATE, the INSERT with
+        ``RETURNING``, COMMIT) run on psycopg's cursor of a connection kept between
+        appends (:mod:`.kept`: no checkout ping per message, no SQLAlchemy execution per
+        statement); a lost one is replayed the same way, and a lost COMMIT reply is
+        settled by the row's uid like any unit's."""
         row = message_to_row(check_session_id(session_id), message)
         calls = tool_call_count(message)
         self.guard.refuse()
@@ -94,9 +96,11 @@ class DriverPaths(UnitRunner):
         def on_kept() -> int | None:
             ids = Identities()
 
-            def append(conn: Connection) -> int:
-                conn.execute(text(f"SET LOCAL lock_timeout = {_lock_timeout_ms(deadline)}"))
-                return MessageRepository(conn, ids=ids).append_row(row, calls)
+            def append(dbapi: Any) -> int:
+                # The same statements as the instrumented path, on psycopg's cursor.
+                with dbapi.cursor() as cursor:
+                    cursor.execute(f"SET LOCAL lock_timeout = {_lock_timeout_ms(deadline)}")
+                    return MessageRepository(cursor, ids=ids).append_row(row, calls)
 
             try:
                 done = self._kept.run(self._writer, append)
@@ -115,7 +119,7 @@ class DriverPaths(UnitRunner):
                 if failure.kind is ErrorKind.TRANSIENT:
                     raise failure.error from lost.error
                 return None
-            except DBAPIError as exc:
+            except (DBAPIError, self.driver.module.Error) as exc:
                 failure = self.failure(exc)
                 if failure.kind is ErrorKind.TRANSIENT:
                     # A lost connection among them: the retry takes a pinged one.

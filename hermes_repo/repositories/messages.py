@@ -27,7 +27,7 @@ from ..errors import NotFoundError
 from ..identity import Identities
 from ..ids import check_session_id
 from ..models import messages_table, sessions_table
-from .statements import Db, Statement, execute, rows
+from .statements import Db, Statement, execute, on_server_cursor, rows
 
 __all__ = ["BUMP_COUNTERS_SQL", "INSERT_MESSAGE_SQL", "MessageRepository"]
 
@@ -48,6 +48,9 @@ _bump = Statement(
     )
 )
 _append = Statement(_insert, column_keys=ROW_COLUMNS)
+# The one-message append on a server's cursor: its new key comes back with the INSERT
+# (the statement SQLAlchemy itself sends for ``_append`` on PostgreSQL).
+_append_returning = Statement(_insert.returning(_messages.c.id), column_keys=ROW_COLUMNS)
 #: The append's statements as the driver runs them (named parameters).
 BUMP_COUNTERS_SQL = _bump.sql
 INSERT_MESSAGE_SQL = _append.sql
@@ -142,8 +145,11 @@ class MessageRepository:
         self._db = db
         self._ids = ids
         # A server's text refuses U+0000: refused up front, named, never replayed.
-        # (One isinstance on the cursor fast path: a cursor is SQLite's.)
-        self._on_server = isinstance(db, _SQLALCHEMY) and not backend_of(db).is_file
+        # (A cursor is SQLite's, or psycopg's for the server's one-message append.)
+        self._server_cursor = on_server_cursor(db)
+        self._on_server = self._server_cursor or (
+            isinstance(db, _SQLALCHEMY) and not backend_of(db).is_file
+        )
 
     @property
     def _session(self) -> Connection | Session:
@@ -179,7 +185,7 @@ class MessageRepository:
             row = dict(row)  # the caller's row stays as it was (a retry reuses it)
             check_server_text(row)
         self._bump_counters(row["session_id"], 1, tool_calls)
-        _, rowid = execute(self._db, _append, row)
+        _, rowid = execute(self._db, _append_returning if self._server_cursor else _append, row)
         assert rowid is not None  # an INSERT into a rowid table always sets it
         if self._ids is not None:
             self._ids.rows_inserted([row])

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     # the ORM (an ORM session is told from a cursor without its class, see _on_cursor).
     from sqlalchemy.orm import Session
 
-__all__ = ["Cursor", "Db", "Statement", "execute", "fetch", "rows"]
+__all__ = ["Cursor", "Db", "Statement", "execute", "fetch", "on_server_cursor", "rows"]
 
 # Both drivers (sqlite3, pysqlite3) take named parameters (":name") with a mapping.
 _DIALECT = SQLiteDialect_pysqlite(paramstyle="named")
@@ -47,12 +47,29 @@ class Statement:
     cost more than executing it.
     """
 
-    __slots__ = ("clause", "sql")
+    __slots__ = ("_keys", "_server_sql", "clause", "sql")
 
     def __init__(self, clause: Executable, *, column_keys: Sequence[str] | None = None) -> None:
         self.clause = clause
         keys = list(column_keys) if column_keys is not None else None
+        self._keys = keys
         self.sql = str(clause.compile(dialect=_DIALECT, column_keys=keys))  # type: ignore[attr-defined]
+        self._server_sql: str | None = None
+
+    @property
+    def server_sql(self) -> str:
+        """The text for a PostgreSQL (psycopg) cursor, compiled on first use: exactly
+        what SQLAlchemy's psycopg dialect sends for :attr:`clause` (its parameter casts
+        included), so the cursor path and the SQLAlchemy path run the same statement."""
+        if self._server_sql is None:
+            from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
+
+            dialect = PGDialect_psycopg()  # type: ignore[no-untyped-call]
+            compiled = self.clause.compile(  # type: ignore[attr-defined]
+                dialect=dialect, column_keys=self._keys
+            )
+            self._server_sql = str(compiled)
+        return self._server_sql
 
     @classmethod
     def of_text(cls, sql: str) -> Statement:
@@ -65,6 +82,11 @@ def _on_cursor(db: Db) -> bool:
     return not isinstance(db, Connection) and hasattr(db, "fetchall")
 
 
+def on_server_cursor(db: Db) -> bool:
+    """True for a psycopg cursor (the one-message append's path on a server)."""
+    return type(db).__module__.split(".", 1)[0] == "psycopg"
+
+
 def execute(
     db: Db, stmt: Statement, params: Mapping[str, Any] | Sequence[Mapping[str, Any]]
 ) -> tuple[int, int | None]:
@@ -73,6 +95,16 @@ def execute(
     a cursor is given), never values needing SQLAlchemy's type processing."""
     if _on_cursor(db):
         cursor = cast(Cursor, db)
+        if on_server_cursor(db):
+            if not isinstance(params, Mapping):
+                cursor.executemany(stmt.server_sql, params)
+                return cursor.rowcount, None
+            # psycopg has no lastrowid: an INSERT written with RETURNING gives its key.
+            cursor.execute(stmt.server_sql, params)
+            if cursor.description is None:
+                return cursor.rowcount, None
+            found = cursor.fetchone()
+            return cursor.rowcount, None if found is None else found[0]
         if isinstance(params, Mapping):
             cursor.execute(stmt.sql, params)
         else:
