@@ -18,41 +18,13 @@ from hermes_repo.integrations.langgraph import HermesSaver
 from hermes_repo.models import langgraph_blobs_table, langgraph_writes_table
 from hermes_repo.transfer.copy import copy_store
 from tests.cli.conftest import run_cli_from_root
-from tests.integrations.langgraph_scenario import RESUME, ask, chat_graph
+from tests.integrations.langgraph_scenario import RESUME, chat_graph
 from tests.support.copying import kill_copy_midway, new_home, pg_target, store_rows
-
-THREADS = ("trip", "旅行 two", "gone")
+from tests.support.langgraph_threads import THREADS, checkpoints_of, config, fill_threads
 
 
 def _config(thread: str) -> dict[str, Any]:
-    return {"configurable": {"thread_id": thread}}
-
-
-def fill_threads(store: StateStore) -> None:
-    """Three threads run through a real graph (a tool loop, interrupts and resumes), each
-    left paused with its interrupt's pending write, plus task writes of every special
-    kind on the latest checkpoint."""
-    saver = HermesSaver(store)
-    graph = chat_graph(saver)
-    for thread in THREADS:
-        for n, text in enumerate(("weather in 大阪", "and in Lyon")):
-            graph.invoke(ask(thread, text, n)[0], _config(thread))
-            graph.invoke(RESUME, _config(thread))
-        graph.invoke(ask(thread, "weather in Lyon again", 2)[0], _config(thread))
-        latest = saver.get_tuple(_config(thread))
-        assert latest is not None
-        saver.put_writes(
-            latest.config,
-            [("messages", {"note": "pending \x00 bytes", "n": [1, 2.5]}), ("__error__", "boom")],
-            task_id="task-1",
-            task_path="~__pregel_pull, model",
-        )
-
-
-def checkpoints_of(store: StateStore, threads: tuple[str, ...]) -> dict[str, list[Any]]:
-    """Every checkpoint tuple LangGraph reads, thread by thread, newest first."""
-    saver = HermesSaver(store)
-    return {t: list(saver.list(_config(t))) for t in threads}
+    return config(thread)
 
 
 def _count(store: StateStore, table: Any) -> int:
