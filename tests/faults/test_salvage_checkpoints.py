@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langgraph.checkpoint.base import empty_checkpoint
 
 from hermes_repo import StateStore
-from hermes_repo.integrations.langgraph import session_id_for
+from hermes_repo.integrations.langgraph import HermesSaver, session_id_for
 from hermes_repo.salvage import salvage
 from hermes_repo.salvage.shapes import CHECKPOINT_TABLES
 from tests.support import damage
@@ -86,3 +87,44 @@ def test_a_damaged_checkpoint_page_loses_only_its_rows_and_says_how_many(
             originals = {c.config["configurable"]["checkpoint_id"]: c for c in before[thread]}
             for checkpoint in found:
                 assert checkpoint == originals[checkpoint.config["configurable"]["checkpoint_id"]]
+
+
+def test_a_damaged_checkpoint_root_keeps_every_row_through_the_page_scanner(
+    source: Path, tmp_path: Path
+) -> None:
+    every = {t: _rows(source, t) for t in CHECKPOINT_TABLES}
+    assert damage.btree_pages(source, "langgraph_checkpoints", "internal")
+    damage.damage_root(source, "langgraph_checkpoints")
+    output = tmp_path / "out" / "state.db"
+
+    result = salvage(source, output)
+
+    # The leaves no b-tree reaches any more are read by shape, each row to its table.
+    assert result.before.scanner_used
+    assert result.before.tables["langgraph_checkpoints"].scan_only > 0
+    for table, rows in every.items():
+        assert _rows(output, table) == rows
+
+
+def test_checkpoints_whose_session_row_was_lost_keep_a_placeholder_session(
+    source: Path, tmp_path: Path
+) -> None:
+    with StateStore.open(source.parent) as store:
+        # A thread without messages: only its checkpoint names its session.
+        HermesSaver(store).put(
+            {"configurable": {"thread_id": "silent", "checkpoint_ns": ""}},
+            empty_checkpoint(),
+            {"source": "input", "step": -1},
+            {},
+        )
+    damage.checkpoint_and_close(source)
+    every = {t: _rows(source, t) for t in CHECKPOINT_TABLES}
+    damage.damage_root(source, "sessions")  # one page: every session row is lost
+    output = tmp_path / "out" / "state.db"
+
+    result = salvage(source, output)
+
+    assert result.integrity == "ok"
+    assert set(result.placeholders) >= {session_id_for(t) for t in (*THREADS, "silent")}
+    for table, rows in every.items():
+        assert _rows(output, table) == rows
