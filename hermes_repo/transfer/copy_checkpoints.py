@@ -82,12 +82,15 @@ def _key(table: Table, row: Row) -> Key:
     return tuple(row[c.name] for c in _pk(table))
 
 
-def _batches(end: WriteCore, table: Table, size: int) -> Iterable[list[Row]]:
-    """``table``'s rows in primary-key order, one read transaction per batch."""
+def _batches(
+    end: WriteCore, table: Table, size: int, *, keys_only: bool = False
+) -> Iterable[list[Row]]:
+    """``table``'s rows (or only their keys) in primary-key order, one read transaction
+    per batch."""
     pk = _pk(table)
     after: Key | None = None
     while True:
-        stmt = select(table).order_by(*pk).limit(size)
+        stmt = (select(*pk) if keys_only else select(table)).order_by(*pk).limit(size)
         if after is not None:
             stmt = stmt.where(tuple_(*pk) > tuple_(*after))
         rows = end.read(partial(_rows, stmt=stmt))
@@ -170,7 +173,8 @@ def _remove(table: Table, conn: Connection, keys: list[Key]) -> int:
 def _vanished(source: WriteCore, target: WriteCore, table: Table, size: int) -> int:
     """Delete the target's rows of ``table`` whose key the source no longer has."""
     removed = 0
-    for rows in _batches(target, table, size):
+    # Keys only: the values were compared by the copy's own pass.
+    for rows in _batches(target, table, size, keys_only=True):
         keys = [_key(table, r) for r in rows]
         present = source.read(partial(_lookup, table=table, keys=keys, narrow=True))
         gone = [k for k in keys if k not in present]
