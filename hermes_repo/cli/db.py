@@ -303,8 +303,7 @@ def copy(state: CliState, to: str, batch_size: int, as_json: bool) -> None:
     target is created at head by the migrations; one behind head is refused (upgrade it
     first). Every column is copied and message ids are kept (they are the replay
     order); search indexes are built by the target itself. LangGraph threads keep their
-    memory: checkpoints, channel values and pending writes go too, and a thread deleted
-    in the source since an earlier copy is deleted from the target.
+    memory: checkpoints, channel values and pending writes go too.
 
     Rows go in batches, each its own transaction. Running the command again writes
     only what is missing or changed, so a copy that was interrupted (killed, a lost
@@ -354,12 +353,11 @@ def copy(state: CliState, to: str, batch_size: int, as_json: bool) -> None:
             f"  {name}: {tally.inserted} new, {tally.updated} updated, "
             f"{tally.unchanged} already there"
         )
-    for name, mirror in report.checkpoints.items():
-        if mirror.inserted or mirror.updated or mirror.unchanged or mirror.removed:
-            gone = f", {mirror.removed} removed (deleted in the source)" if mirror.removed else ""
+    for name, tally in report.checkpoints.items():
+        if tally.inserted or tally.updated or tally.unchanged:
             echo(
-                f"  {name}: {mirror.inserted} new, {mirror.updated} updated, "
-                f"{mirror.unchanged} already there{gone}"
+                f"  {name}: {tally.inserted} new, {tally.updated} updated, "
+                f"{tally.unchanged} already there"
             )
     echo(
         f"verified: {figures['sessions']['count']} sessions, "

@@ -23,7 +23,8 @@ however large the store, and a run killed at any point leaves the target consist
   archived a message, a session ended) are updated.
 * **Another store's data is refused**: before anything is written, every row the target
   holds must be the source's (same message id, session and uid; same session id and
-  start); otherwise :class:`CopyConflictError`.
+  start; a LangGraph checkpoint row under a key the source has); otherwise
+  :class:`CopyConflictError`.
 * **Verified**: at the end both stores' tables are compared by counts and checksums
   (:func:`store_checksums`); a difference raises :class:`CopyVerificationError`.
 * **Unfinished until verified**: before its first write the copy marks the target
@@ -66,10 +67,10 @@ from ..schema.copy_mark import COPIED_FROM_KEY, COPY_MARK_KEY, STORE_ID_KEY, Cop
 from ..uow import UnitOfWork
 from .copy_checkpoints import (
     CHECKPOINT_TABLES,
-    MirrorTally,
     checkpoint_checksums,
     checkpoint_row_count,
     copy_checkpoints,
+    refuse_foreign_checkpoints,
 )
 from .copy_rows import (
     DERIVED_META_KEYS,
@@ -95,7 +96,6 @@ __all__ = [
     "CopyProgress",
     "CopyReport",
     "CopyVerificationError",
-    "MirrorTally",
     "TableTally",
     "copy_store",
     "describe_endpoint",
@@ -128,8 +128,8 @@ class CopyReport:
     sessions: TableTally = field(default_factory=TableTally)
     messages: TableTally = field(default_factory=TableTally)
     state_meta: TableTally = field(default_factory=TableTally)
-    checkpoints: dict[str, MirrorTally] = field(
-        default_factory=lambda: {name: MirrorTally() for name in CHECKPOINT_TABLES}
+    checkpoints: dict[str, TableTally] = field(
+        default_factory=lambda: {name: TableTally() for name in CHECKPOINT_TABLES}
     )
     """LangGraph's checkpoint tables (``langgraph_checkpoints``, ``langgraph_blobs``,
     ``langgraph_writes``), by name."""
@@ -147,13 +147,7 @@ class CopyReport:
         """Rows inserted or updated, and parent links set, in the target (0 when it
         was already a copy)."""
         tables = (self.sessions, self.messages, self.state_meta, *self.checkpoints.values())
-        removed = sum(t.removed for t in self.checkpoints.values())
-        return (
-            self.parent_links
-            + self.counters
-            + removed
-            + sum(t.inserted + t.updated for t in tables)
-        )
+        return self.parent_links + self.counters + sum(t.inserted + t.updated for t in tables)
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready view."""
@@ -338,6 +332,7 @@ def copy_store(
     started = time.monotonic()
     report = CopyReport(describe_endpoint(source), describe_endpoint(target))
     refuse_foreign_rows(source, target, batch_size)
+    refuse_foreign_checkpoints(source, target, batch_size)
     source_id = source.read(_store_id)
     mark = CopyMark(
         source=_command_arg(source),

@@ -10,36 +10,34 @@ next run compares and skips.
 
 A row is recognised by its key: a key the target lacks is inserted, a key whose other
 columns differ is updated (a ``put`` that wrote the same checkpoint again), an equal row
-is left alone. Unlike messages, checkpoints are deleted by the framework
-(``delete_thread``, ``prune``, ``delete_for_runs``): a row the target holds under one of
-the source's sessions but the source no longer has was deleted there since an earlier
-copy, and is deleted from the target too (counted as ``removed``), so LangGraph reads the
-same threads from both stores. Every session of the target is the source's (checked
-before anything is written), so no other store's checkpoint can be removed this way.
+is left alone. A target row whose key the source lacks is refused before anything is
+written (:func:`refuse_foreign_checkpoints`), as another store's messages are: unlike
+messages, checkpoints are deleted by the framework (``delete_thread``, ``prune``,
+``delete_for_runs``), but such a row may as well be a checkpoint LangGraph wrote into
+the target after an earlier copy, and a copy never deletes what it cannot tell apart.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from sqlalchemy import Table, and_, bindparam, delete, func, select, tuple_, update
+from sqlalchemy import Table, and_, bindparam, func, select, tuple_, update
 from sqlalchemy.engine import Connection
 
 from ..backend import backend_of
 from ..core import WriteCore
-from ..errors import CopyError
+from ..errors import CopyConflictError, CopyError
 from ..models import langgraph_blobs_table, langgraph_checkpoints_table, langgraph_writes_table
 from .copy_rows import TableTally, _in_unit, _insert_rows, _rows, _wide
 
 __all__ = [
     "CHECKPOINT_TABLES",
-    "MirrorTally",
     "checkpoint_checksums",
     "checkpoint_row_count",
     "copy_checkpoints",
+    "refuse_foreign_checkpoints",
 ]
 
 #: The tables of LangGraph's checkpoints, in the order they are copied.
@@ -56,22 +54,6 @@ _NUL = "\x00"
 
 Row = dict[str, Any]
 Key = tuple[Any, ...]
-
-
-@dataclass
-class MirrorTally(TableTally):
-    """What a copy did to one checkpoint table: also the rows ``removed`` from the target
-    because the source had deleted them since an earlier copy."""
-
-    removed: int = 0
-
-    def add(self, other: TableTally) -> None:
-        super().add(other)
-        if isinstance(other, MirrorTally):
-            self.removed += other.removed
-
-    def as_dict(self) -> dict[str, int]:
-        return {**super().as_dict(), "removed": self.removed}
 
 
 def _pk(table: Table) -> list[Any]:
@@ -140,9 +122,9 @@ def _key_params(table: Table, key: Key) -> Row:
     return {f"k_{c.name}": v for c, v in zip(_pk(table), key, strict=True)}
 
 
-def _write(table: Table, conn: Connection, rows: list[Row]) -> MirrorTally:
+def _write(table: Table, conn: Connection, rows: list[Row]) -> TableTally:
     """Insert the batch's rows the target lacks, update those that differ."""
-    tally, fresh = MirrorTally(), []
+    tally, fresh = TableTally(), []
     have = _lookup(conn, table, [_key(table, r) for r in rows], narrow=False)
     for row in rows:
         key = _key(table, row)
@@ -165,22 +147,37 @@ def _write(table: Table, conn: Connection, rows: list[Row]) -> MirrorTally:
     return tally
 
 
-def _remove(table: Table, conn: Connection, keys: list[Key]) -> int:
-    conn.execute(delete(table).where(_key_match(table)), [_key_params(table, k) for k in keys])
-    return len(keys)
+def refuse_foreign_checkpoints(source: WriteCore, target: WriteCore, size: int) -> None:
+    """Raise :class:`CopyConflictError` when the target holds a checkpoint row (a
+    checkpoint, a channel value, a pending write) whose key the source lacks.
+
+    Run before anything is written. The target's sessions are the source's (checked
+    first), so such a row is a checkpoint the source deleted since an earlier copy, or
+    one LangGraph wrote into the target since: either way the copy cannot tell which, and
+    deletes nothing. An empty target costs three one-row reads.
+    """
+    for name in CHECKPOINT_TABLES:
+        table = _TABLES[name]
+        # Keys only: the values are compared by the copy's own pass.
+        for rows in _batches(target, table, size, keys_only=True):
+            keys = [_key(table, r) for r in rows]
+            present = source.read(partial(_lookup, table=table, keys=keys, narrow=True))
+            gone = next((k for k in keys if k not in present), None)
+            if gone is not None:
+                thread = gone[0]
+                raise CopyConflictError(
+                    f"the target's {name} holds {dict(zip(_names(table), gone, strict=True))!r}, "
+                    f"which the source does not have: the source deleted that checkpoint "
+                    f"since an earlier copy (delete_thread, prune), or LangGraph wrote it "
+                    f"into the target since. Nothing was written. If the target's "
+                    f"checkpoints of session {thread!r} are not wanted, delete the thread "
+                    f"there through the saver (HermesSaver(target).delete_thread) and run "
+                    f"the copy again, or copy into an empty store"
+                )
 
 
-def _vanished(source: WriteCore, target: WriteCore, table: Table, size: int) -> int:
-    """Delete the target's rows of ``table`` whose key the source no longer has."""
-    removed = 0
-    # Keys only: the values were compared by the copy's own pass.
-    for rows in _batches(target, table, size, keys_only=True):
-        keys = [_key(table, r) for r in rows]
-        present = source.read(partial(_lookup, table=table, keys=keys, narrow=True))
-        gone = [k for k in keys if k not in present]
-        if gone:
-            removed += target.write(partial(_in_unit, partial(_remove, table), gone))
-    return removed
+def _names(table: Table) -> list[str]:
+    return [c.name for c in _pk(table)]
 
 
 def copy_checkpoints(
@@ -188,17 +185,15 @@ def copy_checkpoints(
     target: WriteCore,
     size: int,
     on_batch: Callable[[int], None],
-) -> dict[str, MirrorTally]:
-    """Every row of the three checkpoint tables, one transaction per batch; then the
-    target's rows the source deleted since an earlier copy go (see the module)."""
-    tallies: dict[str, MirrorTally] = {}
+) -> dict[str, TableTally]:
+    """Every row of the three checkpoint tables, one transaction per batch."""
+    tallies: dict[str, TableTally] = {}
     for name in CHECKPOINT_TABLES:
         table = _TABLES[name]
-        tally = MirrorTally()
+        tally = TableTally()
         for rows in _batches(source, table, size):
             tally.add(target.write(partial(_in_unit, partial(_write, table), rows)))
             on_batch(len(rows))
-        tally.removed = _vanished(source, target, table, size)
         tallies[name] = tally
     return tallies
 

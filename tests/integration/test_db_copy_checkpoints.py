@@ -16,7 +16,7 @@ from sqlalchemy import func, select
 from hermes_repo import StateStore
 from hermes_repo.integrations.langgraph import HermesSaver
 from hermes_repo.models import langgraph_blobs_table, langgraph_writes_table
-from hermes_repo.transfer.copy import copy_store
+from hermes_repo.transfer.copy import CopyConflictError, copy_store
 from tests.cli.conftest import run_cli_from_root
 from tests.integrations.langgraph_scenario import RESUME, chat_graph
 from tests.support.copying import kill_copy_midway, new_home, pg_target, store_rows
@@ -76,25 +76,40 @@ def test_a_copy_between_sqlite_stores_carries_every_checkpoint_value_and_write(
         assert ours == theirs and len(ours["messages"]) > 10
 
 
-def test_a_second_copy_writes_nothing_and_mirrors_a_thread_deleted_since(
+def test_a_second_copy_writes_nothing_and_brings_checkpoints_written_since(
     source: StateStore, tmp_path: Path
 ) -> None:
     with StateStore.open(new_home(tmp_path, "target")) as target:
         copy_store(source, target, batch_size=5)
         again = copy_store(source, target, batch_size=5)
         assert again.written == 0
-        assert all(
-            t["inserted"] == t["updated"] == t["removed"] == 0
-            for t in again.as_dict()["checkpoints"].values()
-        )
+        assert all(t.unchanged > 0 for t in again.checkpoints.values())
 
-        HermesSaver(source).delete_thread("gone")
+        fill_threads(source, ("later",))
         third = copy_store(source, target, batch_size=5)
 
-        assert HermesSaver(target).get_tuple(_config("gone")) is None
-        assert third.checkpoints["langgraph_checkpoints"].removed > 0
-        assert third.checkpoints["langgraph_checkpoints"].inserted == 0
-        _assert_same_memory(source, target, THREADS[:2])
+        assert third.checkpoints["langgraph_checkpoints"].inserted > 0
+        _assert_same_memory(source, target, (*THREADS, "later"))
+
+
+def test_a_checkpoint_the_source_deleted_since_is_refused_with_nothing_written(
+    source: StateStore, tmp_path: Path
+) -> None:
+    with StateStore.open(new_home(tmp_path, "target")) as target:
+        copy_store(source, target, batch_size=5)
+        HermesSaver(source).delete_thread("gone")
+        fill_threads(source, ("later",))
+        before = checkpoints_of(target)
+
+        with pytest.raises(CopyConflictError, match="delete_thread"):
+            copy_store(source, target, batch_size=5)
+
+        assert checkpoints_of(target) == before
+        assert checkpoints_of(target, ("later",)) == {"later": []}
+        # The fix the error names: the thread deleted in the target too, then a rerun.
+        HermesSaver(target).delete_thread("gone")
+        copy_store(source, target, batch_size=5)
+        _assert_same_memory(source, target, (*THREADS[:2], "later"))
 
 
 def test_a_killed_copy_finishes_on_rerun_with_no_checkpoint_doubled(
@@ -154,7 +169,6 @@ def test_the_cli_summary_and_json_count_the_checkpoint_rows(
         "inserted": blobs,
         "updated": 0,
         "unchanged": 0,
-        "removed": 0,
     }
     assert summary["verified"]["langgraph_blobs"]["count"] == blobs
 
