@@ -10,7 +10,8 @@ store built by the migrations:
   (batches of 1000 rows, each compared with the target's and written in its own
   transaction);
 * ``rerun``: the same copy run again into that store (every row found equal, the
-  source's deletions looked for): the cost of a resumed or repeated copy.
+  target's keys checked against the source's first): the cost of a resumed or repeated
+  copy.
 
 With ``--pg URL`` (a server where databases may be created) the first copy also goes
 into a new PostgreSQL database opened as a store.
