@@ -14,6 +14,7 @@ from hermes_repo import StateStore
 from hermes_repo.integrations.langgraph import HermesSaver, session_id_for
 from hermes_repo.salvage import salvage
 from hermes_repo.salvage.shapes import CHECKPOINT_TABLES
+from tests.cli.conftest import run_cli_from_root
 from tests.support import damage
 from tests.support.langgraph_threads import THREADS, checkpoints_of, fill_threads
 
@@ -128,3 +129,19 @@ def test_checkpoints_whose_session_row_was_lost_keep_a_placeholder_session(
     assert set(result.placeholders) >= {session_id_for(t) for t in (*THREADS, "silent")}
     for table, rows in every.items():
         assert _rows(output, table) == rows
+
+
+def test_the_cli_names_the_unreadable_checkpoint_rows(source: Path, tmp_path: Path) -> None:
+    every = len(_rows(source, "langgraph_checkpoints"))
+    damage.damage_first_leaf(source, "langgraph_checkpoints")
+    output = tmp_path / "out" / "state.db"
+
+    shown = run_cli_from_root("sessions", "salvage", "--source", source, "--output", output)
+
+    assert shown.code == 0, shown.stdout + shown.stderr
+    lost = every - len(_rows(output, "langgraph_checkpoints"))
+    assert lost > 0
+    assert (
+        f"LangGraph checkpoint rows unreadable (not recovered): {lost} of langgraph_checkpoints"
+        in " ".join(shown.stdout.split())
+    )
