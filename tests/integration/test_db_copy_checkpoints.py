@@ -176,3 +176,16 @@ def test_the_cli_summary_and_json_count_the_checkpoint_rows(
     assert again.code == 0, again.stderr
     assert f"langgraph_blobs: 0 new, 0 updated, {blobs} already there" in again.stdout
     assert "LangGraph checkpoints on both sides" in again.stdout
+
+
+@pytest.mark.pg
+def test_a_killed_copy_into_postgresql_finishes_on_rerun_with_no_checkpoint_doubled(
+    source: StateStore,
+) -> None:
+    messages = source.read(lambda c: c.exec_driver_sql("SELECT count(*) FROM messages").scalar())
+    with pg_target() as pg:
+        kill_copy_midway(Path(source.home), pg.url, after=int(messages) + 3, batch_size=3)
+        report = copy_store(source, pg.store, batch_size=3)
+
+        assert report.checkpoints["langgraph_checkpoints"].unchanged > 0
+        _assert_same_memory(source, pg.store)
