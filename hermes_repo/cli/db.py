@@ -229,12 +229,13 @@ def replace(state: CliState, new_db: Path, as_json: bool) -> None:
 
 
 class _CopyBar:
-    """Messages copied out of the total, on a terminal's stderr (nothing in a pipe)."""
+    """Rows copied out of the total (messages, then LangGraph checkpoint rows), on a
+    terminal's stderr (nothing in a pipe)."""
 
     def __init__(self) -> None:
         console = stderr_console()
         self.progress = Progress(
-            TextColumn("[bold]copying messages"),
+            TextColumn("[bold]copying rows"),
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
@@ -293,14 +294,16 @@ def _open_copy_target(target: CopyTarget, home: Path | None) -> StateStore:
 @json_option("Print the summary (counts, verified checksums) as JSON.")
 @click.pass_obj
 def copy(state: CliState, to: str, batch_size: int, as_json: bool) -> None:
-    """Copy every session, message and canonical state_meta row of the store into TARGET.
+    """Copy every session, message, canonical state_meta row and LangGraph checkpoint
+    of the store into TARGET.
 
     The source is the store the global options choose. TARGET is a PostgreSQL URL
     (postgresql+psycopg://user@host:port/database), an SQLite store given as
     sqlite:///path/to/state.db, or a folder that holds or will hold state.db. An empty
     target is created at head by the migrations; one behind head is refused (upgrade it
     first). Every column is copied and message ids are kept (they are the replay
-    order); search indexes are built by the target itself.
+    order); search indexes are built by the target itself. LangGraph threads keep their
+    memory: checkpoints, channel values and pending writes go too.
 
     Rows go in batches, each its own transaction. Running the command again writes
     only what is missing or changed, so a copy that was interrupted (killed, a lost
@@ -350,8 +353,15 @@ def copy(state: CliState, to: str, batch_size: int, as_json: bool) -> None:
             f"  {name}: {tally.inserted} new, {tally.updated} updated, "
             f"{tally.unchanged} already there"
         )
+    for name, tally in report.checkpoints.items():
+        if tally.inserted or tally.updated or tally.unchanged:
+            echo(
+                f"  {name}: {tally.inserted} new, {tally.updated} updated, "
+                f"{tally.unchanged} already there"
+            )
     echo(
         f"verified: {figures['sessions']['count']} sessions, "
         f"{figures['messages']['count']} messages (max id {figures['messages']['max_id']}), "
-        f"{figures['state_meta']['count']} state_meta rows on both sides"
+        f"{figures['state_meta']['count']} state_meta rows, "
+        f"{figures['langgraph_checkpoints']['count']} LangGraph checkpoints on both sides"
     )

@@ -114,7 +114,9 @@ def salvage_command(
     --output the rows go into a new store built by the migrations, messages keep their
     ids and uids, messages whose session row was lost get a placeholder session
     (source 'recovered'), and the search indexes are rebuilt. Counts before and after
-    are printed.
+    are printed. LangGraph threads' checkpoints, channel values and pending writes are
+    salvaged the same way: the rows read go in as they were, and the ones that could
+    not be read are counted, never rebuilt.
 
     \b
     Example:
@@ -267,6 +269,19 @@ def _print_notes(console: Console, report: SalvageInspection) -> None:
         top = ", ".join(f"{sid} ({n})" for sid, n in list(lost.items())[:5])
         more = f" and {len(lost) - 5} more" if len(lost) > 5 else ""
         console.print(Text(f"sessions with unreadable messages: {top}{more}"))
+    lost_checkpoints = {
+        name: t.claimed - t.recoverable
+        for name, t in report.tables.items()
+        if name.startswith("langgraph_") and t.claimed is not None and t.recoverable < t.claimed
+    }
+    if lost_checkpoints:
+        parts = ", ".join(f"{n} of {name}" for name, n in lost_checkpoints.items())
+        console.print(
+            Text(
+                f"LangGraph checkpoint rows unreadable (not recovered): {parts}; a thread "
+                "that lost its newest checkpoint resumes from the newest one kept"
+            )
+        )
     if report.unassigned:
         parts = ", ".join(f"{n} like {k}" for k, n in sorted(report.unassigned.items()))
         console.print(Text(f"rows that fit no session table (not recovered): {parts}"))

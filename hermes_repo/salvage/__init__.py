@@ -6,7 +6,8 @@ even by SQLite: both functions first make byte copies of ``state.db`` and its ``
 (:mod:`.copy`). No ``-shm`` or ``-journal`` is ever created beside the source.
 
 Two ways of reading the copy, combined per canonical table (``sessions``, ``messages``,
-``state_meta``) by :mod:`.reader`:
+``state_meta``) and per LangGraph checkpoint table (``langgraph_checkpoints``,
+``langgraph_blobs``, ``langgraph_writes``, when the source has them) by :mod:`.reader`:
 
 1. **SQL path** (:mod:`.sqlreader`): a read-only connection scans the table by rowid,
    resumes past damaged pages and reads the skipped rowids one by one where it can.
@@ -15,12 +16,15 @@ Two ways of reading the copy, combined per canonical table (``sessions``, ``mess
    leaves that no readable b-tree reaches go to their table by shape (:mod:`.shapes`).
 
 Rows found by both paths are de-duplicated on the primary key (SQL wins, then the
-b-tree, then orphan pages). Rows that fit no canonical table are counted and reported,
-never dropped in silence. ``salvage`` writes the result into a store built by the
-migrations (:mod:`.writer`): messages keep their ids (the FTS rowid) and uids; messages
-whose session row was lost get a placeholder session (``source='recovered'``); session
-counters are recomputed from the salvaged active messages; both FTS indexes are
-rebuilt. The store gets its name only once it is verified (:mod:`.output`).
+b-tree, then orphan pages). Rows that fit no salvaged table are counted and reported,
+never dropped in silence. Checkpoint rows are de-duplicated on their natural keys and
+written as read: one on a damaged page is counted missing (the table's ``claimed``
+against ``recoverable``), never rebuilt. ``salvage`` writes the result into a store
+built by the migrations (:mod:`.writer`): messages keep their ids (the FTS rowid) and
+uids; messages (or checkpoint rows) whose session row was lost get a placeholder
+session (``source='recovered'``); session counters are recomputed from the salvaged
+active messages; both FTS indexes are rebuilt. The store gets its name only once it is
+verified (:mod:`.output`).
 
 SQLite's own ``.recover`` is not used: it needs ``sqlite_dbpage``, which the Debian
 build lacks.

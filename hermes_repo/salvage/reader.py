@@ -34,9 +34,11 @@ from .report import (
     TableReport,
 )
 from .shapes import (
+    CHECKPOINT_TABLES,
     MODEL_TABLES,
     Shape,
     key_column,
+    key_columns,
     match_canonical,
     model_shape,
     quote,
@@ -75,7 +77,11 @@ class SalvageReader:
         self.sql: SqlReader | None = None
         self._src: PageSource | None = None
         self._scanner: Scanner | None = None
+        #: The tables read: the canonical ones, and LangGraph's checkpoint tables when
+        #: the source has them (set by open()).
+        self.tables: list[str] = list(CANONICAL_TABLES)
         self.keys: dict[str, set[Any]] = {t: set() for t in CANONICAL_TABLES}
+        self._key_index: dict[str, list[int]] = {}
         self.writer: RowWriter | None = None
         self.columns: dict[str, list[str]] = {}
         self._source_index: dict[str, list[int]] = {}
@@ -133,7 +139,14 @@ class SalvageReader:
                 for e in self.scanner.schema
                 if e.type == "table" and e.sql is not None
             }
-        for name in CANONICAL_TABLES:
+        # A source from before revision 0006 has no checkpoint tables; a source whose
+        # schema is unreadable may have them, and their rows are looked for by shape.
+        self.tables = [
+            *CANONICAL_TABLES,
+            *(t for t in CHECKPOINT_TABLES if t in schema or not schema),
+        ]
+        self.keys = {t: set() for t in self.tables}
+        for name in self.tables:
             parsed = schema_shape(self.driver, name, schema[name]) if name in schema else None
             if parsed is None:
                 self.report.notes.append(
@@ -145,20 +158,22 @@ class SalvageReader:
         for name, sql in schema.items():
             # A virtual table stores nothing in a b-tree of its own (its shadow tables do).
             virtual = sql.lstrip().upper().startswith("CREATE VIRTUAL")
-            if name not in CANONICAL_TABLES and not virtual:
+            if name not in self.tables and not virtual:
                 shape = schema_shape(self.driver, name, sql)
                 if shape is not None:
                     self.other_shapes.append(shape)
-        for name in CANONICAL_TABLES:
+        for name in self.tables:
             source_cols = [c.name for c in self.shapes[name].columns]
             wanted = [c.name for c in MODEL_TABLES[name].columns]
             common = [c for c in wanted if c in source_cols]
-            if key_column(name) not in common:
-                raise SalvageError(
-                    f"the source's {name} table has no {key_column(name)!r} column; "
-                    "it is not a hermes_repo store"
-                )
+            for key in key_columns(name):
+                if key not in common:
+                    raise SalvageError(
+                        f"the source's {name} table has no {key!r} column; "
+                        "it is not a hermes_repo store"
+                    )
             self.columns[name] = common
+            self._key_index[name] = [common.index(k) for k in key_columns(name)]
             self._source_index[name] = [source_cols.index(c) for c in common]
         self.report.messages_sequence = self._sequence()
 
@@ -189,7 +204,8 @@ class SalvageReader:
     # rows
 
     def _accept(self, table: str, row: tuple[Any, ...]) -> bool:
-        key = row[self.keys_index(table)]
+        index = self._key_index[table]
+        key = row[index[0]] if len(index) == 1 else tuple(row[i] for i in index)
         seen = self.keys[table]
         if key in seen:
             return False
@@ -209,11 +225,11 @@ class SalvageReader:
                 t.sql_errors.append(f"SQL cannot open the file: {self.report.sql_error}")
             return
         total = 0
-        for name in CANONICAL_TABLES:
+        for name in self.tables:
             claimed = self.sql.scalar(f"SELECT count(*) FROM {quote(name)}")
             self.report.tables[name].claimed = claimed if isinstance(claimed, int) else None
             total += claimed if isinstance(claimed, int) else 0
-        for name in CANONICAL_TABLES:
+        for name in self.tables:
             report = self.report.tables[name]
             # Rowids are assigned upwards from 1 and messages are never deleted, so the
             # count (and for messages the sequence) bounds where rows can be.
@@ -257,7 +273,7 @@ class SalvageReader:
         scanner = self.scanner
         self.report.scanner_used = True
         plans: list[tuple[str, Callable[[LeafRef], bool] | None]] = [
-            (name, None if everything else self._want(name)) for name in CANONICAL_TABLES
+            (name, None if everything else self._want(name)) for name in self.tables
         ]
         orphans = scanner.orphan_leaves()
         total = len(orphans)

@@ -23,6 +23,7 @@ from .report import (
     SalvageInspection,
     SalvageResult,
 )
+from .shapes import SALVAGED_TABLES
 
 __all__ = ["ScanMode", "inspect", "salvage"]
 
@@ -97,7 +98,7 @@ def salvage(
                 if progress is not None:
                     progress(ProgressEvent("verify", 0, 1))
                 result.integrity = writer.verify(conn, drv)
-                result.after = table_counts(conn)
+                result.after = table_counts(conn, SALVAGED_TABLES)
         finally:
             engine.dispose()
         if result.integrity != "ok":

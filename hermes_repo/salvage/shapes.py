@@ -14,14 +14,25 @@ from typing import Any
 from sqlalchemy import Integer, Table
 
 from ..engine import Driver
-from ..models import ROLES, messages_table, sessions_table, state_meta_table
+from ..models import (
+    ROLES,
+    langgraph_blobs_table,
+    langgraph_checkpoints_table,
+    langgraph_writes_table,
+    messages_table,
+    sessions_table,
+    state_meta_table,
+)
 from ..schema.tables import CANONICAL_TABLES
 
 __all__ = [
+    "CHECKPOINT_TABLES",
     "MODEL_TABLES",
+    "SALVAGED_TABLES",
     "Column",
     "Shape",
     "key_column",
+    "key_columns",
     "match_canonical",
     "model_shape",
     "quote",
@@ -29,11 +40,20 @@ __all__ = [
     "schema_shape",
 ]
 
-#: This version's definition of each canonical table.
+#: LangGraph's checkpoint tables (hermes_repo.integrations.langgraph): a thread's
+#: memory, salvaged like the canonical tables when the source has them (revision 0006).
+CHECKPOINT_TABLES = ("langgraph_checkpoints", "langgraph_blobs", "langgraph_writes")
+#: Every table a salvage reads rows of and writes into the new store.
+SALVAGED_TABLES = (*CANONICAL_TABLES, *CHECKPOINT_TABLES)
+
+#: This version's definition of each salvaged table.
 MODEL_TABLES: dict[str, Table] = {
     "sessions": sessions_table,
     "messages": messages_table,
     "state_meta": state_meta_table,
+    "langgraph_checkpoints": langgraph_checkpoints_table,
+    "langgraph_blobs": langgraph_blobs_table,
+    "langgraph_writes": langgraph_writes_table,
 }
 # Values a CHECK constraint allows; used to tell rows from garbage when assigning by shape.
 _ALLOWED: dict[str, dict[str, tuple[Any, ...]]] = {
@@ -150,16 +170,24 @@ def quote(name: str) -> str:
 
 
 def key_column(name: str) -> str:
-    """The primary-key column of canonical table ``name``: rows are de-duplicated on it."""
-    pk = list(MODEL_TABLES[name].primary_key.columns)
-    return pk[0].name
+    """The (first) primary-key column of salvaged table ``name``."""
+    return key_columns(name)[0]
+
+
+def key_columns(name: str) -> list[str]:
+    """The primary-key columns of salvaged table ``name``: rows are de-duplicated on them
+    (a checkpoint table's key is natural and made of several columns)."""
+    return [c.name for c in MODEL_TABLES[name].primary_key.columns]
 
 
 def match_canonical(
     shapes: dict[str, Shape], rowid: int, values: Sequence[Any]
 ) -> tuple[str, tuple[Any, ...]] | None:
-    """The first canonical table whose shape the row fits, with the normalised row."""
-    for name in CANONICAL_TABLES:
+    """The first salvaged table (of ``shapes``) whose shape the row fits, with the
+    normalised row."""
+    for name in SALVAGED_TABLES:
+        if name not in shapes:
+            continue
         shape_row = shapes[name].normalise(rowid, values)
         if shape_row is not None:
             return name, shape_row

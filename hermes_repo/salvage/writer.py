@@ -19,7 +19,7 @@ from ..driver_errors import describe
 from ..engine import Driver
 from ..schema import fts
 from .report import SAMPLE, SalvageResult
-from .shapes import key_column, quote
+from .shapes import CHECKPOINT_TABLES, key_column, quote
 
 __all__ = [
     "RECOVERED_SOURCE",
@@ -154,7 +154,8 @@ def drop_derived_meta(conn: Connection) -> list[str]:
 
 
 def add_placeholders(conn: Connection) -> list[str]:
-    """Sessions for salvaged messages (and child sessions) whose session row was lost."""
+    """Sessions for salvaged messages (child sessions, LangGraph checkpoint rows) whose
+    session row was lost."""
     orphans = conn.exec_driver_sql(
         "SELECT m.session_id, min(m.timestamp) FROM messages AS m "
         "WHERE NOT EXISTS (SELECT 1 FROM sessions AS s WHERE s.id = m.session_id) "
@@ -166,8 +167,17 @@ def add_placeholders(conn: Connection) -> list[str]:
         "(SELECT 1 FROM sessions AS s WHERE s.id = c.parent_session_id) "
         "GROUP BY c.parent_session_id"
     ).all()
+    # A LangGraph checkpoint row keeps its thread's session too; it carries no time of
+    # its own, so the placeholder starts at the epoch.
+    threads = conn.exec_driver_sql(
+        " UNION ".join(
+            f"SELECT t.session_id, 0 FROM {quote(name)} AS t WHERE NOT EXISTS "
+            "(SELECT 1 FROM sessions AS s WHERE s.id = t.session_id)"
+            for name in CHECKPOINT_TABLES
+        )
+    ).all()
     started: dict[str, float] = {}
-    for sid, ts in [*orphans, *parents]:
+    for sid, ts in [*orphans, *parents, *threads]:
         value = float(ts) if ts is not None else 0.0
         started[str(sid)] = min(started.get(str(sid), value), value)
     if started:

@@ -9,12 +9,13 @@
         report = copy_store(source, target)
 
 Every session and message is copied with every column; message ids are kept (they are
-the replay order), and so are session parent links. The canonical ``state_meta`` rows
-go too; derived markers (``fts_stale``) stay behind, since they describe the source's
-own index. The work runs in batches of ``batch_size`` rows, each read in its own read
-transaction and written in its own write transaction (see :mod:`.copy_rows`), so memory
-stays flat however large the store, and a run killed at any point leaves the target
-consistent.
+the replay order), and so are session parent links. LangGraph's checkpoints, their
+channel values and pending writes go with every column, recognised by their natural
+keys (see :mod:`.copy_checkpoints`). The canonical ``state_meta`` rows go too; derived
+markers (``fts_stale``) stay behind, since they describe the source's own index. The
+work runs in batches of ``batch_size`` rows, each read in its own read transaction
+and written in its own write transaction (see :mod:`.copy_rows`), so memory stays flat
+however large the store, and a run killed at any point leaves the target consistent.
 
 * **Idempotent and resumable**: each batch compares the source's rows with the target's
   and writes only what differs. A second run writes nothing; a killed run finishes on
@@ -22,7 +23,8 @@ consistent.
   archived a message, a session ended) are updated.
 * **Another store's data is refused**: before anything is written, every row the target
   holds must be the source's (same message id, session and uid; same session id and
-  start); otherwise :class:`CopyConflictError`.
+  start; a LangGraph checkpoint row under a key the source has); otherwise
+  :class:`CopyConflictError`.
 * **Verified**: at the end both stores' tables are compared by counts and checksums
   (:func:`store_checksums`); a difference raises :class:`CopyVerificationError`.
 * **Unfinished until verified**: before its first write the copy marks the target
@@ -63,6 +65,13 @@ from ..models import messages_table, sessions_table, state_meta_table
 from ..repositories.meta import MetaRepository
 from ..schema.copy_mark import COPIED_FROM_KEY, COPY_MARK_KEY, STORE_ID_KEY, CopyMark
 from ..uow import UnitOfWork
+from .copy_checkpoints import (
+    CHECKPOINT_TABLES,
+    checkpoint_checksums,
+    checkpoint_row_count,
+    copy_checkpoints,
+    refuse_foreign_checkpoints,
+)
 from .copy_rows import (
     DERIVED_META_KEYS,
     CopyConflictError,
@@ -99,8 +108,8 @@ __all__ = [
 DEFAULT_BATCH_SIZE = 1000
 MAX_BATCH_SIZE = 100_000
 
-#: ``progress(done, total)``: messages handled so far (copied or found present) and the
-#: source's message count when the copy started.
+#: ``progress(done, total)``: rows handled so far (messages, then LangGraph checkpoint
+#: rows; copied or found present) and the source's count of them when the copy started.
 CopyProgress = Callable[[int, int], None]
 
 _RESUME = (
@@ -119,6 +128,11 @@ class CopyReport:
     sessions: TableTally = field(default_factory=TableTally)
     messages: TableTally = field(default_factory=TableTally)
     state_meta: TableTally = field(default_factory=TableTally)
+    checkpoints: dict[str, TableTally] = field(
+        default_factory=lambda: {name: TableTally() for name in CHECKPOINT_TABLES}
+    )
+    """LangGraph's checkpoint tables (``langgraph_checkpoints``, ``langgraph_blobs``,
+    ``langgraph_writes``), by name."""
     parent_links: int = 0
     counters: int = 0
     """Sessions whose counters were set to the source's figures by the last pass
@@ -132,7 +146,7 @@ class CopyReport:
     def written(self) -> int:
         """Rows inserted or updated, and parent links set, in the target (0 when it
         was already a copy)."""
-        tables = (self.sessions, self.messages, self.state_meta)
+        tables = (self.sessions, self.messages, self.state_meta, *self.checkpoints.values())
         return self.parent_links + self.counters + sum(t.inserted + t.updated for t in tables)
 
     def as_dict(self) -> dict[str, Any]:
@@ -143,6 +157,7 @@ class CopyReport:
             "sessions": self.sessions.as_dict(),
             "messages": self.messages.as_dict(),
             "state_meta": self.state_meta.as_dict(),
+            "checkpoints": {name: t.as_dict() for name, t in self.checkpoints.items()},
             "parent_links": self.parent_links,
             "counters": self.counters,
             "copied_from": list(self.copied_from),
@@ -200,7 +215,8 @@ def _int(value: Any) -> int:
 
 
 def store_checksums(conn: Connection) -> dict[str, dict[str, int]]:
-    """Counts and cheap checksums of the canonical tables, the same on any dialect.
+    """Counts and cheap checksums of the canonical tables and LangGraph's checkpoint
+    tables, the same on any dialect.
 
     Enough to notice a lost or doubled batch, a lost archive flag or parent link; the
     rows themselves were compared one by one as they were copied.
@@ -244,6 +260,7 @@ def store_checksums(conn: Connection) -> dict[str, dict[str, int]]:
             )
         ),
         "state_meta": {"count": _int(metas)},
+        **checkpoint_checksums(conn),
     }
 
 
@@ -294,8 +311,8 @@ def copy_store(
     batch_size: int = DEFAULT_BATCH_SIZE,
     progress: CopyProgress | None = None,
 ) -> CopyReport:
-    """Copy every session, message and canonical ``state_meta`` row of ``source`` into
-    ``target``, then verify; see the module's documentation.
+    """Copy every session, message, canonical ``state_meta`` row and LangGraph checkpoint
+    row of ``source`` into ``target``, then verify; see the module's documentation.
 
     Raises :class:`CopyConflictError` (before writing anything) when the target holds
     another store's rows, :class:`CopyVerificationError` when the final counts differ,
@@ -315,6 +332,7 @@ def copy_store(
     started = time.monotonic()
     report = CopyReport(describe_endpoint(source), describe_endpoint(target))
     refuse_foreign_rows(source, target, batch_size)
+    refuse_foreign_checkpoints(source, target, batch_size)
     source_id = source.read(_store_id)
     mark = CopyMark(
         source=_command_arg(source),
@@ -325,8 +343,9 @@ def copy_store(
     # Before the first row: from here until _finish the target says it is unfinished.
     target.write(partial(_mark, mark))
     total = source.read(
-        lambda conn: int(
-            conn.execute(select(func.count()).select_from(messages_table)).scalar_one()
+        lambda conn: (
+            int(conn.execute(select(func.count()).select_from(messages_table)).scalar_one())
+            + checkpoint_row_count(conn)
         )
     )
     done = 0
@@ -349,6 +368,13 @@ def copy_store(
         raise CopyError(
             f"a batch of messages was refused by the target ({exc}); if the source "
             f"gained sessions during the copy, {_RESUME}"
+        ) from exc
+    try:
+        report.checkpoints = copy_checkpoints(source, target, batch_size, advance)
+    except IntegrityViolation as exc:
+        raise CopyError(
+            f"a batch of LangGraph checkpoint rows was refused by the target ({exc}); if "
+            f"the source gained threads during the copy, {_RESUME}"
         ) from exc
     report.state_meta = copy_meta(source, target, batch_size)
     report.counters = copy_counters(source, target, batch_size)
