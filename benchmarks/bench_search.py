@@ -50,6 +50,7 @@ from _common import (
     COMMON_TERM,
     MID_TERM,
     SEED,
+    SELECTIVE_HITS,
     SELECTIVE_TERM,
     checkpoint,
     copy_db,
@@ -67,6 +68,7 @@ from _common import (
     write_json,
 )
 from _svg import line_chart
+from corpus_realistic import RealisticCorpus
 
 from hermes_repo.repositories.search import CANDIDATE_CAP, RANK_CUTOFF, fts_phrase, like_pattern
 
@@ -135,7 +137,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         sessions = session_ids()
         store = new_store(ws.home("lib"), sessions)
         t0 = time.perf_counter()
-        fill(store, make_corpus(args), size, sessions, chunk=10_000)  # type: ignore[arg-type]
+        corpus = make_corpus(args)
+        if isinstance(corpus, RealisticCorpus):
+            # One conversation of `size` rows: its selective and rare-CJK terms at the
+            # synthetic corpus' exact counts (the per-row share left no selective row at
+            # 20k, and the rare CJK character was not planted at all).
+            corpus = RealisticCorpus(selective_hits=SELECTIVE_HITS)
+        fill(store, corpus, size, sessions, chunk=10_000)  # type: ignore[arg-type]
         build_s = time.perf_counter() - t0
         checkpoint(store_db(store))
         raw_path = ws.root / "raw" / "state.db"
