@@ -146,11 +146,18 @@ def layout(scale: float = 1.0, *, seed: int = SEED) -> Layout:
 
 
 class RealisticCorpus:
-    """Deterministic realistic messages; same ``messages()`` interface as ``Corpus``."""
+    """Deterministic realistic messages; same ``messages()`` interface as ``Corpus``.
 
-    def __init__(self, seed: int = SEED) -> None:
+    ``selective_hits``: plant the selective term in exactly that many rows of each
+    ``messages()`` call, as ``Corpus`` does (the search benchmark's one conversation);
+    None: a share per row, so the whole multi-session corpus holds about
+    ``SELECTIVE_HITS`` of them however it is cut into conversations.
+    """
+
+    def __init__(self, seed: int = SEED, *, selective_hits: int | None = None) -> None:
         rng = Random(seed)
         self.seed = seed
+        self.selective_hits = selective_hits
         self.lines = _line_pool(rng, 3000, cjk=False)
         self.cjk_lines = _line_pool(rng, 1500, cjk=True)
 
@@ -231,7 +238,7 @@ class RealisticCorpus:
             msg["timestamp"] = ts
             out.append(msg)
         if plant:
-            _plant(out, rng)
+            _plant(out, rng, self.selective_hits)
         return out
 
     def conversations(self, plan: Layout) -> Iterator[tuple[str, list[dict[str, Any]]]]:
@@ -240,9 +247,11 @@ class RealisticCorpus:
             yield sid, self.messages(n, seed_offset=i)
 
 
-def _plant(msgs: list[dict[str, Any]], rng: Random) -> None:
+def _plant(msgs: list[dict[str, Any]], rng: Random, selective_hits: int | None) -> None:
     # Imported here, not at the top: _common imports this module.
     from _common import (
+        CJK1_RARE_HITS,
+        CJK1_RARE_TERM,
         CJK3_SHARE,
         CJK3_TERM,
         COMMON_SHARE,
@@ -265,6 +274,15 @@ def _plant(msgs: list[dict[str, Any]], rng: Random) -> None:
             at = rng.randint(0, len(text))
             sep = "" if term == CJK3_TERM else " "
             msgs[i]["content"] = text[:at] + sep + term + sep + text[at:]
+    if selective_hits is not None:
+        # An exact count in this conversation: a "selective" query with no hit at all
+        # would measure the substring fallback, not the selective route.
+        for i in rng.sample(idx, min(n, selective_hits)):
+            msgs[i]["content"] += " " + SELECTIVE_TERM
+        # And the rare 1-character CJK query of the LIKE path, at its exact count too.
+        for i in rng.sample(idx, min(n, CJK1_RARE_HITS)):
+            msgs[i]["content"] += CJK1_RARE_TERM
+        return
     # The selective term: about SELECTIVE_HITS rows in the full corpus, however it is cut
     # into conversations (a share per row, not a count per conversation).
     for i in idx:

@@ -9,12 +9,13 @@ is live at it. The routing is :class:`~.router.SearchRouter`'s.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from ...schema import fts
 from ...schema.fts import text_projection
 from ..statements import Cursor, Db
-from .fts5_sql import PROBE, RANK_ALL, RANK_TOP, facts_sql, run_query
+from .fts5_sql import PROBE, RANK_ALL, RANK_TOP, facts_sql, inline_counts, is_cursor, run_query
 from .hits import WINDOW_CHARS, SearchHit, like_hit, merge_hits, row_hit
 from .liveness import IndexLiveness
 from .query import SNIPPET_CLOSE, SNIPPET_OPEN, fts_phrase, like_pattern
@@ -40,14 +41,22 @@ class Fts5Dialect:
     :class:`~.liveness.IndexLiveness`); without it the indexes are taken as live.
     """
 
-    __slots__ = ("_db", "_liveness")
+    __slots__ = ("_cursor", "_db", "_liveness")
 
     def __init__(self, db: Db | Cursor, liveness: IndexLiveness | None = None) -> None:
         self._db = db
         self._liveness = liveness
+        # A driver cursor is sent each statement directly: the per-statement dispatch of
+        # run_query was a tenth of a selective search's Python.
+        self._cursor: Any = db if is_cursor(db) else None
 
     def _rows(self, sql: str, params: dict[str, Any]) -> list[Any]:
-        return run_query(self._db, sql, params)
+        cursor = self._cursor
+        if cursor is None:
+            return run_query(self._db, sql, params)
+        get = params.get
+        cursor.execute(inline_counts(sql, get("limit"), get("cap"), get("n")), params)
+        return cursor.fetchall()  # type: ignore[no-any-return]
 
     def _run(self, sql: str, params: dict[str, Any]) -> list[SearchHit]:
         return [row_hit(r) for r in self._rows(sql, params)]
@@ -109,20 +118,20 @@ class Fts5Dialect:
         else:
             before = _ABOVE_ALL if query.before_id is None else int(query.before_id)
             hits = self._run(_newest(where), {**params, "before": before})
+        if _WORDS.name not in probe.long_rows:
+            return hits  # no row beyond the index's cap: nothing to merge
         more = self._beyond_cap(_WORDS, query, probe)
         return merge_hits(hits, more, query.limit, by_recency=query.paged)
 
     def _ranked(
         self, where: str, params: dict[str, Any], counts: tuple[int, ...]
     ) -> list[SearchHit]:
-        if counts and min(counts) <= params["limit"]:
-            # Every hit is returned: one scan ranks them and cuts each one's snippet.
-            sql = RANK_ALL.format(snip=_SNIP, filters=where)
-        else:
-            # The snippet (which tokenizes the whole row) is cut for the returned rows
-            # only, not for every candidate: a second scan of the candidates' rowid range.
-            sql = RANK_TOP.format(snip=_SNIP, filters=where)
-        ranked = self._run(sql, {**params, "cap": CANDIDATE_CAP})
+        # Every hit returned (RANK_ALL): one scan ranks them and cuts each one's snippet.
+        # Otherwise (RANK_TOP) the snippet, which tokenizes the whole row, is cut for the
+        # returned rows only: a second scan of the candidates' rowid range.
+        sql = _rank_sql(bool(counts) and min(counts) <= params["limit"], where)
+        params["cap"] = CANDIDATE_CAP
+        ranked = self._run(sql, params)
         want = params["limit"]
         if want <= CANDIDATE_CAP or len(ranked) < CANDIDATE_CAP:
             return ranked
@@ -205,6 +214,13 @@ class Fts5Dialect:
         return self.like(query, where=fts.long_row_condition("m", ix.cap))
 
 
+@lru_cache(maxsize=256)
+def _rank_sql(every_hit: bool, where: str) -> str:
+    """The ranked statement for filters ``where``, built once per shape of filters."""
+    return (RANK_ALL if every_hit else RANK_TOP).format(snip=_SNIP, filters=where)
+
+
+@lru_cache(maxsize=256)
 def _newest(where: str) -> str:
     """Every word hit newest first below ``:before``, ``:limit`` of them."""
     return (

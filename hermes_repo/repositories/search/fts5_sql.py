@@ -10,10 +10,20 @@ import re
 from functools import lru_cache
 from typing import Any
 
+from sqlalchemy.engine import Connection
+
 from ...schema import fts
 from ..statements import Cursor, Db, fetch
 
-__all__ = ["PROBE", "RANK_ALL", "RANK_TOP", "facts_sql", "run_query"]
+__all__ = [
+    "PROBE",
+    "RANK_ALL",
+    "RANK_TOP",
+    "facts_sql",
+    "inline_counts",
+    "is_cursor",
+    "run_query",
+]
 
 PROBE = (
     "SELECT count(*) FROM (SELECT 1 FROM messages_fts WHERE messages_fts MATCH :phrase LIMIT :n)"
@@ -78,7 +88,8 @@ _INLINED = re.compile(r":(limit|cap|n)\b")
 
 
 @lru_cache(maxsize=512)
-def _inline(sql: str, limit: int | None, cap: int | None, n: int | None) -> str:
+def inline_counts(sql: str, limit: int | None, cap: int | None, n: int | None) -> str:
+    """``sql`` with its row counts (``:limit``, ``:cap``, ``:n``) written into the text."""
     values = {"limit": limit, "cap": cap, "n": n}
 
     def value(m: re.Match[str]) -> str:
@@ -92,4 +103,10 @@ def run_query(db: Db | Cursor, sql: str, params: dict[str, Any]) -> list[Any]:
     """Every row of a search statement, its row counts (``:limit``, ``:cap``, ``:n``)
     written into the text."""
     get = params.get
-    return fetch(db, _inline(sql, get("limit"), get("cap"), get("n")), params)
+    return fetch(db, inline_counts(sql, get("limit"), get("cap"), get("n")), params)
+
+
+def is_cursor(db: Db | Cursor) -> bool:
+    """Whether ``db`` is a driver cursor (statements sent as text, rows in one fetch)."""
+    # As statements.fetch decides: neither a Connection nor an ORM Session has fetchall.
+    return not isinstance(db, Connection) and hasattr(db, "fetchall")

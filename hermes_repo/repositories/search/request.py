@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Any
 
 from ... import arguments
@@ -52,10 +51,16 @@ class SearchQuery:
         arguments.flag("include_inactive", include_inactive)
         return cls(text, limit, session_id, role, include_inactive)
 
-    @cached_property
+    @property
     def terms(self) -> list[str]:
-        """The terms every hit must match (see :func:`.query.parse_query`)."""
-        return parse_query(self.text)
+        """The terms every hit must match (see :func:`.query.parse_query`), parsed once."""
+        # Kept in the instance's __dict__ by hand: functools.cached_property takes a lock
+        # on every read before Python 3.12, and a search reads the terms several times.
+        terms: list[str] | None = self.__dict__.get("_terms")
+        if terms is None:
+            terms = parse_query(self.text)
+            object.__setattr__(self, "_terms", terms)
+        return terms
 
     @property
     def paged(self) -> bool:

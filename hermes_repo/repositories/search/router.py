@@ -132,7 +132,8 @@ class SearchRouter:
             return []
         if not use_fts:
             return d.like(query)
-        cjk = any(has_cjk(t) for t in terms)
+        # ASCII terms (most queries) hold no CJK: the regex runs only on the others.
+        cjk = any(not t.isascii() and has_cjk(t) for t in terms)
         word_terms = [] if cjk else [t for t in terms if has_word_char(t)]
         bound = None if query.paged else RANK_CUTOFF + 1
         probe = d.probe(query, word_terms, bound=bound)
