@@ -68,12 +68,14 @@ def doctor_command(state: CliState, fix: bool, as_json: bool) -> None:
       hermes-repo --home ~/.hermes/hermes-repo doctor --json
       hermes-repo doctor --fix
     """
-    from ..ops.doctor import diagnose, diagnose_server
-    from ..ops.repair import RepairStoreHeldError, repair_store
-
-    server = state.server
+    # Only what this run needs is imported: the repair (and what it brings) for --fix,
+    # the server checks for a server. A plain doctor on a file loads neither.
+    # The URL rules load SQLAlchemy: not consulted when no URL was given.
+    server = state.server if state.url is not None else None
     repaired: RepairReport | None = None
     if fix:
+        from ..ops.repair import RepairStoreHeldError, repair_store
+
         try:
             repaired = repair_store(state.home, url=state.url)
         except RepairStoreHeldError as exc:
@@ -84,8 +86,12 @@ def doctor_command(state: CliState, fix: bool, as_json: bool) -> None:
                 f"`{again}`"
             ) from exc
     if server is not None:
+        from ..ops.doctor.server import diagnose_server
+
         report = diagnose_server(state.db_path.parent, server)
     else:
+        from ..ops.doctor.report import diagnose
+
         report = diagnose(state.home)
     if as_json:
         payload = report.to_dict()
