@@ -1,17 +1,20 @@
 """`doctor` on PostgreSQL says whether commits wait for a synchronous standby.
 
-The single server is real (the test cluster). A server with standbys streaming from it
-is not built here: the verdict on such a server is :func:`classify` of the settings a
-real server reports (read in a session whose ``synchronous_commit`` is changed) and of
-``pg_stat_replication`` rows of the shape a primary returns.
+The single server is real (the test cluster), and so is a primary with a streaming
+standby (``pg_basebackup -R`` on loopback ports), first asynchronous, then named
+synchronous, then stopped. :func:`classify` is also checked on every combination of
+settings, on values a real server reports for a session's ``synchronous_commit``.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import psycopg
 import pytest
 
 from hermes_repo.engine_pg import resolve_url
@@ -25,6 +28,7 @@ from hermes_repo.ops.doctor.durability import (
 from hermes_repo.ops.doctor.server import diagnose_server
 from hermes_repo.ops.doctor.server_context import ServerContext
 from tests.cli.conftest import Cli
+from tests.support import pg
 from tests.support.pg import PgServer
 
 SYNC = Standby("standby1", "streaming", "sync")
@@ -139,3 +143,83 @@ def test_doctor_json_has_the_durability_key(cli: Cli, store_url: str, tmp_path: 
     }
     plain = cli("--home", tmp_path, "--url", store_url, "doctor")
     assert "durability" in plain.stdout and "note: one PostgreSQL server" in plain.stdout
+
+
+def _sql(url: str, *statements: str) -> None:
+    plain = url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(plain, autocommit=True) as conn:
+        for statement in statements:
+            conn.execute(statement)
+
+
+def _verdict(url: str, home: Path) -> dict[str, Any]:
+    target = resolve_url(url)
+    assert target is not None
+    report = diagnose_server(home, target).to_dict()
+    durability: dict[str, Any] = report["durability"]
+    # The database holds no store (the store's own findings are not this test's).
+    ours = {"sync-standby-missing", "failover-may-lose-writes", "durability-unreadable"}
+    durability["codes"] = [f["code"] for f in report["findings"] if f["code"] in ours]
+    return durability
+
+
+@pytest.mark.pg
+def test_a_real_standby_missing_then_synchronous_then_not_waited_for(tmp_path: Path) -> None:
+    # Each step is made deterministic without a clock: settings change by a restart or
+    # by a database setting (read by every new session), and the standby is known to
+    # stream once a commit that waits for it has returned.
+    primary, standby = tmp_path / "primary", tmp_path / "standby"
+    primary_port, standby_port = pg.free_port(), pg.free_port()
+    url = pg.start(primary, primary_port)
+    try:
+        _sql(
+            url,
+            "ALTER SYSTEM SET synchronous_standby_names = 'standby1'",
+            # The throwaway server runs with synchronous_commit=off on its command line:
+            # a database setting overrides it for the sessions of that database.
+            "ALTER DATABASE postgres SET synchronous_commit = on",
+        )
+        pg.stop(primary)
+        pg.start(primary, primary_port)
+
+        # A synchronous standby named, none connected: every commit would wait.
+        found = _verdict(url, tmp_path)
+        assert found["verdict"] == "sync-standby-missing", found
+        assert found["codes"] == ["sync-standby-missing"]
+
+        standby.mkdir()
+        pg._hand_to_server_user(standby)
+        conninfo = f"host=127.0.0.1 port={primary_port} user=postgres application_name=standby1"
+        subprocess.run(
+            pg._as_server_user(
+                [
+                    pg.find_binary("pg_basebackup"),
+                    "-d",
+                    conninfo,
+                    "-D",
+                    str(standby / "data"),
+                    "-R",
+                    "-X",
+                    "stream",
+                ]
+            ),
+            check=True,
+            capture_output=True,
+        )
+        pg.start(standby, standby_port)  # standby.signal: it streams from the primary
+        _sql(url, "CREATE TABLE durability_probe ()")  # returns once standby1 has it
+
+        found = _verdict(url, tmp_path)
+        assert found["verdict"] == "synchronous" and found["codes"] == [], found
+        assert found["commits_wait_for_standby"] is True
+        assert [(s["name"], s["sync_state"]) for s in found["standbys"]] == [("standby1", "sync")]
+
+        # Commits that no longer wait (synchronous_commit = local): a failover may lose
+        # what was acknowledged, and the warning names the settings.
+        _sql(url, "ALTER DATABASE postgres SET synchronous_commit = local")
+        found = _verdict(url, tmp_path)
+        assert found["verdict"] == "asynchronous", found
+        assert found["codes"] == ["failover-may-lose-writes"]
+    finally:
+        pg.stop(standby)
+        pg.stop(primary)
