@@ -53,9 +53,12 @@ def doctor_command(state: CliState, fix: bool, as_json: bool) -> None:
     On a PostgreSQL store (--url / HERMES_REPO_URL) the file checks do not apply; it
     reports the connection (server version), the revision and any drift from the
     models, invalid or missing indexes (with the REINDEX command), the pg_trgm and
-    unaccent extensions, the row counts and session counters, and the spool files in
-    --home. There --fix runs only the transcript repair (nothing file-level: no backup,
-    snapshot or index rebuild; an invalid index is fixed with the REINDEX it names).
+    unaccent extensions, the row counts and session counters, whether commits wait for
+    a synchronous standby (a warning naming synchronous_standby_names and
+    synchronous_commit when a failover could lose an acknowledged write; one server
+    without a standby is a note), and the spool files in --home. There --fix runs only
+    the transcript repair (nothing file-level: no backup, snapshot or index rebuild;
+    an invalid index is fixed with the REINDEX it names).
 
     --fix first refuses, naming the pids, if another process has the store open (stop
     the gateway first); otherwise it runs the repair of `sessions repair` (backup,
