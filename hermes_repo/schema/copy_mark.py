@@ -18,8 +18,6 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from sqlalchemy import text
-
 from ..codec.text import escape_surrogates
 
 if TYPE_CHECKING:
@@ -112,6 +110,8 @@ def copy_mark(conn: Connection) -> CopyMark | None:
     """The unfinished-copy mark of the store ``conn`` reads, or None."""
     # Plain SQL, not the models: the doctor imports this module for the key and the
     # parser and must not load the ORM for them.
+    from sqlalchemy import text
+
     value = conn.execute(
         text('SELECT value FROM state_meta WHERE "key" = :key'), {"key": COPY_MARK_KEY}
     ).scalar_one_or_none()

@@ -1,4 +1,4 @@
-"""`doctor` on a sound store at head loads neither Alembic, nor the ORM, nor the repair.
+"""`doctor` on a sound store at head loads no SQLAlchemy, no Alembic and no repair.
 
 The drift comparison is Alembic's, run only when the store's schema is not the one the
 migrations build (its fingerprint, :data:`HEAD_FINGERPRINTS`, frozen here and checked
@@ -23,10 +23,11 @@ from hermes_repo.schema import migrate
 from hermes_repo.schema.backup import read_only_engine
 from hermes_repo.schema.head import HEAD_REVISION
 
-#: What a doctor of a sound store at head never loads.
+#: What a doctor of a sound store at head never loads: it reads through the driver,
+#: so not even SQLAlchemy Core (as `sessions list`).
 NOT_FOR_DOCTOR = (
     "alembic",
-    "sqlalchemy.orm",
+    "sqlalchemy",
     "hermes_repo.models",
     "hermes_repo.store",
     "hermes_repo.schema.migrate",
@@ -75,7 +76,7 @@ def _small_store(home: Path) -> None:
         uow.commit()
 
 
-def test_doctor_of_a_sound_store_loads_no_alembic_orm_or_repair(tmp_path: Path) -> None:
+def test_doctor_of_a_sound_store_loads_no_sqlalchemy_alembic_or_repair(tmp_path: Path) -> None:
     home = tmp_path / "home"
     _small_store(home)
 
