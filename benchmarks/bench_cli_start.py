@@ -6,9 +6,10 @@ children): wall time on a shared machine measures the neighbours. The cases:
 
 * ``--version``, ``--help`` and ``search --help``: should load neither SQLAlchemy nor
   the store (target: at most 0.15 s of CPU each);
-* ``sessions list``, ``sessions show``, ``sessions export`` and ``search checkpoint`` on
-  a small store (the sample file's 4 sessions and 50 messages): a read command (target:
-  at most 1.5 times ``python -c "import sqlalchemy"``);
+* ``sessions list``, ``sessions show``, ``sessions export``, ``search checkpoint`` and
+  ``doctor`` on a small store (the sample file's 4 sessions and 50 messages): a read
+  command (target: at most 1.5 times ``python -c "import sqlalchemy"``; ``doctor`` runs
+  every check, the read-only ``quick_check`` and full-text integrity included);
 * ``python -c "import sqlalchemy"`` itself, the yardstick, measured in the same run;
 * the libraries a read command cannot do without, imported alone (SQLAlchemy Core and
   its SQLite dialect, click, rich's table; the read commands load no ORM): the floor
@@ -76,6 +77,7 @@ def main() -> None:
             "hermes-repo sessions show": [*cmd, "sessions", "show", "sample-kyoto-trip"],
             "hermes-repo sessions export": [*cmd, "sessions", "export", "sample-kyoto-trip"],
             "hermes-repo search checkpoint": [*cmd, "search", "checkpoint"],
+            "hermes-repo doctor": [*cmd, "doctor"],
             'python -c "import sqlalchemy"': [sys.executable, "-c", "import sqlalchemy"],
             "floor: Core, click, rich": [sys.executable, "-c", _FLOOR],
         }

@@ -36,12 +36,13 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from sqlalchemy import Engine, event
+from typing import TYPE_CHECKING, Any
 
 from .engine import JOURNAL_MODE_INFO
 from .errors import StoreFileReplacedError
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
 
 __all__ = ["FileId", "StoreFiles", "file_id"]
 
@@ -223,6 +224,7 @@ class StoreFiles:
 
     def install(self, engine: Engine) -> None:
         """Check the files before each new pool connection; track the open ones."""
+        from sqlalchemy import event  # on use: reading a quarantine loads no SQLAlchemy
 
         @event.listens_for(engine, "do_connect")
         def before_connect(*_args: Any) -> None:

@@ -41,15 +41,17 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from sqlalchemy import Engine, event
-from sqlalchemy.engine import Connection
+from typing import TYPE_CHECKING, Any
 
 from .engine import WRITE_OPTION, Driver, sqlite_uri
 from .errors import StateDbCorruptError
 from .fileid import FileId, StoreFiles, file_id
 from .sqlite_capi import disable_checkpoint_on_close
+
+if TYPE_CHECKING:
+    # SQLAlchemy is imported by install(): reading the registry (the doctor) needs none.
+    from sqlalchemy import Engine
+    from sqlalchemy.engine import Connection
 
 __all__ = [
     "NEXT_STEPS",
@@ -256,6 +258,8 @@ def install(engine: Engine, db_path: Path, driver: Driver) -> Guard:
     files = StoreFiles(db_path)
     guard = Guard(db_path, files)
     refuse = guard.refuse
+
+    from sqlalchemy import event
 
     @event.listens_for(engine, "do_connect")
     def on_connect(*_args: Any) -> None:

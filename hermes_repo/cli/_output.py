@@ -19,17 +19,15 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Iterable
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import click
-from rich.console import Console, ConsoleOptions, RenderableType
-from rich.segment import Segment
-from rich.style import Style
-from rich.text import Text as RichText
 
-from ..codec import escape_surrogates, scrub
-from ..controls import control_positions, escape_controls, has_controls
+from ..codec import escape_surrogates
+from ._terminal import terminal_text
+
+if TYPE_CHECKING:
+    from ._console import Text, snippet_text, stderr_console, stdout_console
 
 __all__ = [
     "CliError",
@@ -47,30 +45,6 @@ __all__ = [
 ]
 
 
-def terminal_text(text: str) -> str:
-    """``text`` as a terminal may show it: control characters escaped (``\\x1b``,
-    ``\\x9b``, ``\\u202e``; line breaks and tabs kept), lone surrogates as U+FFFD.
-
-    The one function every human-facing line of the CLI passes through.
-    """
-    return escape_controls(scrub(text))
-
-
-class Text(RichText):
-    """rich's :class:`~rich.text.Text` whose strings pass :func:`terminal_text`.
-
-    rich itself drops a few controls (BEL, BS, CR...) and keeps the rest (ESC, C1):
-    the commands build their text with this class, so each one is shown escaped instead.
-    """
-
-    def __init__(self, text: str = "", style: str | Style = "", **kwargs: Any) -> None:
-        super().__init__(terminal_text(text), style, **kwargs)
-
-    def append(self, text: RichText | str, style: str | Style | None = None) -> Text:
-        super().append(terminal_text(text) if isinstance(text, str) else text, style)
-        return self
-
-
 def _secret_free(text: str) -> str:
     # Error, warning and log lines: also no password a driver's message repeated.
     # Imported here, like the other library modules below: this module is loaded by
@@ -83,38 +57,6 @@ def _secret_free(text: str) -> str:
 def echo(message: str, *, err: bool = False) -> None:
     """Print one human-facing line (``click.echo``), made safe by :func:`terminal_text`."""
     click.echo(terminal_text(message), err=err)
-
-
-class _SafeConsole(Console):
-    """A console that shows control characters escaped in whatever it renders.
-
-    A :class:`~rich.text.Text` is escaped before it is laid out (so a table measures
-    the escaped text); any segment still holding a control character is escaped as it
-    is written. Rich's own control segments (cursor moves of a progress bar) and its
-    styles are not text and pass as they are.
-    """
-
-    def render(
-        self, renderable: RenderableType, options: ConsoleOptions | None = None
-    ) -> Iterable[Segment]:
-        if isinstance(renderable, RichText) and has_controls(renderable.plain):
-            renderable = _escaped_text(renderable)
-        for segment in super().render(renderable, options):
-            if not segment.control and has_controls(segment.text):
-                segment = Segment(escape_controls(segment.text), segment.style)
-            yield segment
-
-
-def _escaped_text(text: RichText) -> RichText:
-    """``text`` with its control characters escaped, its styles kept where they were."""
-    cuts = sorted({i for at in control_positions(text.plain) for i in (at, at + 1)})
-    out = text.blank_copy()
-    for part in text.divide(cuts):
-        if len(part) == 1 and has_controls(part.plain):
-            styles = [span.style for span in part.spans]
-            part = RichText(escape_controls(part.plain), style=styles[-1] if styles else "")
-        out.append_text(part)
-    return out
 
 
 class CliError(click.ClickException):
@@ -141,20 +83,6 @@ def warning_line(message: str) -> str:
 def log_line(message: str) -> str:
     """A log record's text as ``-v`` prints it: escaped and secret-free."""
     return _secret_free(message)
-
-
-def stdout_console() -> Console:
-    """The console for human-readable results (tables, summaries)."""
-    # highlight=False: rich's automatic highlighting would recolour ids and numbers
-    # at random; the tables style what matters themselves.
-    # markup=False: a plain string is printed as it is; user text such as a title
-    # holding "[link=...]" is never read as rich markup.
-    return _SafeConsole(highlight=False, soft_wrap=False, markup=False)
-
-
-def stderr_console() -> Console:
-    """The console for progress and notes, so stdout carries only the result."""
-    return _SafeConsole(stderr=True, highlight=False, markup=False)
 
 
 # Outside C0 (which json.dumps escapes): only ever inside a JSON string, where the
@@ -198,29 +126,16 @@ def format_time(epoch: float | None, *, seconds: bool = True) -> str:
     return display_format_time(epoch, seconds=seconds)
 
 
-def snippet_text(snippet: str, *, color: bool) -> Text:
-    """A search snippet for a table, with the hit between ``>>>`` and ``<<<`` highlighted.
+#: The names that need rich (tables, consoles, styled text) live in :mod:`._console`,
+#: loaded when a command first uses one: `--version` and `--help` never do.
+_RICH = frozenset({"Text", "snippet_text", "stderr_console", "stdout_console"})
 
-    With colour the markers are replaced by the highlight; without it (a pipe, a log)
-    they are kept, since they are then the only thing that shows where the hit is.
-    """
-    from ..repositories.search.query import SNIPPET_CLOSE, SNIPPET_OPEN
 
-    out = Text()
-    # Snippets may span lines; a table row should not. Escaped first: str.split would
-    # take a few controls (U+001C-U+001F, U+0085) for spaces and lose them.
-    rest = " ".join(terminal_text(snippet).split())
-    while rest:
-        start = rest.find(SNIPPET_OPEN)
-        end = rest.find(SNIPPET_CLOSE, start + len(SNIPPET_OPEN)) if start >= 0 else -1
-        if start < 0 or end < 0:
-            out.append(rest)
-            break
-        out.append(rest[:start])
-        hit = rest[start + len(SNIPPET_OPEN) : end]
-        if color:
-            out.append(hit, style="bold black on yellow")
-        else:
-            out.append(f"{SNIPPET_OPEN}{hit}{SNIPPET_CLOSE}")
-        rest = rest[end + len(SNIPPET_CLOSE) :]
-    return out
+def __getattr__(name: str) -> Any:
+    if name not in _RICH:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from . import _console
+
+    value = getattr(_console, name)
+    globals()[name] = value
+    return value

@@ -53,9 +53,12 @@ def doctor_command(state: CliState, fix: bool, as_json: bool) -> None:
     On a PostgreSQL store (--url / HERMES_REPO_URL) the file checks do not apply; it
     reports the connection (server version), the revision and any drift from the
     models, invalid or missing indexes (with the REINDEX command), the pg_trgm and
-    unaccent extensions, the row counts and session counters, and the spool files in
-    --home. There --fix runs only the transcript repair (nothing file-level: no backup,
-    snapshot or index rebuild; an invalid index is fixed with the REINDEX it names).
+    unaccent extensions, the row counts and session counters, whether commits wait for
+    a synchronous standby (a warning naming synchronous_standby_names and
+    synchronous_commit when a failover could lose an acknowledged write; one server
+    without a standby is a note), and the spool files in --home. There --fix runs only
+    the transcript repair (nothing file-level: no backup, snapshot or index rebuild;
+    an invalid index is fixed with the REINDEX it names).
 
     --fix first refuses, naming the pids, if another process has the store open (stop
     the gateway first); otherwise it runs the repair of `sessions repair` (backup,
@@ -68,12 +71,14 @@ def doctor_command(state: CliState, fix: bool, as_json: bool) -> None:
       hermes-repo --home ~/.hermes/hermes-repo doctor --json
       hermes-repo doctor --fix
     """
-    from ..ops.doctor import diagnose, diagnose_server
-    from ..ops.repair import RepairStoreHeldError, repair_store
-
-    server = state.server
+    # Only what this run needs is imported: the repair (and what it brings) for --fix,
+    # the server checks for a server. A plain doctor on a file loads neither.
+    # The URL rules load SQLAlchemy: not consulted when no URL was given.
+    server = state.server if state.url is not None else None
     repaired: RepairReport | None = None
     if fix:
+        from ..ops.repair import RepairStoreHeldError, repair_store
+
         try:
             repaired = repair_store(state.home, url=state.url)
         except RepairStoreHeldError as exc:
@@ -84,8 +89,12 @@ def doctor_command(state: CliState, fix: bool, as_json: bool) -> None:
                 f"`{again}`"
             ) from exc
     if server is not None:
+        from ..ops.doctor.server import diagnose_server
+
         report = diagnose_server(state.db_path.parent, server)
     else:
+        from ..ops.doctor.report import diagnose
+
         report = diagnose(state.home)
     if as_json:
         payload = report.to_dict()

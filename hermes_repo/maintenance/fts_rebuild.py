@@ -28,10 +28,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from sqlalchemy import Engine, text
-from sqlalchemy.exc import DBAPIError
+from typing import TYPE_CHECKING, Any
 
 from ..driver_errors import classify
 from ..engine import WRITE_OPTION
@@ -41,6 +38,11 @@ from ..quarantine import is_quarantined
 from ..schema import fts
 from ..schema.backup import timestamped_backup
 from ..schema.sidefiles import exclusive_lock, open_side_file, replace_side_file
+
+if TYPE_CHECKING:
+    # SQLAlchemy is imported where it is used: the doctor reads this module's facts
+    # through its own driver connection and loads none of it.
+    from sqlalchemy import Engine
 
 __all__ = ["MAX_AUTOMATIC_ATTEMPTS", "RebuildOutcome", "canonical_counts", "guarded_rebuild"]
 
@@ -67,6 +69,8 @@ class RebuildOutcome:
 
 def canonical_counts(engine: Engine) -> dict[str, int]:
     """Row counts of the canonical tables (a rebuild must never lower them)."""
+    from sqlalchemy import text
+
     with engine.connect() as conn:
         return {
             t: int(conn.execute(text(f"SELECT count(*) FROM {t}")).scalar_one())
@@ -102,6 +106,8 @@ def _write_ledger(db_path: Path, data: dict[str, Any]) -> None:
 
 
 def _canonical_ok(engine: Engine) -> bool:
+    from sqlalchemy.exc import DBAPIError
+
     try:
         with engine.connect() as conn:
             return all(
@@ -263,6 +269,8 @@ def _rebuild_alone(
     start: float,
     taken: Path | None = None,
 ) -> RebuildOutcome:
+    from sqlalchemy.exc import DBAPIError
+
     if not _canonical_ok(engine):
         return RebuildOutcome(
             ran=False,

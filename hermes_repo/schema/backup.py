@@ -7,11 +7,13 @@ import os
 import shutil
 import time
 from pathlib import Path
-
-from sqlalchemy import Engine
+from typing import TYPE_CHECKING
 
 from ..engine import Driver, create_store_engine, engine_driver
 from ..errors import BackupSpaceError
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
 
 __all__ = [
     "BACKUP_KEEP",

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Final
-
-from sqlalchemy import select
-from sqlalchemy.engine import Connection
+from typing import TYPE_CHECKING, Any, Final
 
 from ..codec.text import escape_surrogates
-from ..models import state_meta_table
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
 
 __all__ = [
     "COPIED_FROM_KEY",
@@ -109,7 +108,11 @@ def parse_copy_mark(value: str | None) -> CopyMark | None:
 
 def copy_mark(conn: Connection) -> CopyMark | None:
     """The unfinished-copy mark of the store ``conn`` reads, or None."""
+    # Plain SQL, not the models: the doctor imports this module for the key and the
+    # parser and must not load the ORM for them.
+    from sqlalchemy import text
+
     value = conn.execute(
-        select(state_meta_table.c.value).where(state_meta_table.c.key == COPY_MARK_KEY)
+        text('SELECT value FROM state_meta WHERE "key" = :key'), {"key": COPY_MARK_KEY}
     ).scalar_one_or_none()
     return parse_copy_mark(value)

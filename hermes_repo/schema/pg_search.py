@@ -28,10 +28,12 @@ an insert; text beyond the cap is found by the ``LIKE`` scan of the long rows.
 
 from __future__ import annotations
 
-from sqlalchemy import text
-from sqlalchemy.engine import Connection
+from typing import TYPE_CHECKING
 
 from .fts.projection import CJK_RANGES, TRIGRAM_CAP, projection_of
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
 
 __all__ = [
     "CAP",
@@ -169,6 +171,8 @@ EXTENSION_HOME_SQL = (
 def extension_schemas(conn: Connection) -> dict[str, str]:
     """Each of :data:`EXTENSIONS`' (quoted) schema, installing a missing one first (as
     revision 0004 does)."""
+    from sqlalchemy import text  # on use: the doctor of a file loads no SQLAlchemy
+
     schemas = {}
     for name in EXTENSIONS:
         found = conn.execute(text(EXTENSION_SCHEMA_SQL), {"name": name}).scalar()

@@ -66,7 +66,10 @@ def _top(module: str) -> str:
 # it uses it: `hermes-repo --help` must not load SQLAlchemy, and a read must not load
 # the importer. The command modules import what their commands run; anywhere else, only
 # the importer of Hermes' state.db is loaded on use.
-LAZY_IMPORTERS = ("hermes_repo.cli",)
+# The doctor's checks import on use what only an unusual store needs (the migrations
+# and the ORM for a store off head, the replay's rules for pending spool files, the
+# server's URL rules on a server), so a doctor of a sound file starts fast.
+LAZY_IMPORTERS = ("hermes_repo.cli", "hermes_repo.ops.doctor")
 LOADED_ON_USE = ("hermes_repo.hermes_import",)
 
 

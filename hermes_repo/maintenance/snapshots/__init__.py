@@ -19,7 +19,9 @@ count itself) and may start a guarded FTS rebuild, which a copy must never trigg
 
 from __future__ import annotations
 
-from .create import create_snapshot, snapshot_before
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .manifest import (
     AUTO_KEEP,
     AUTO_MAX_BYTES,
@@ -37,7 +39,10 @@ from .manifest import (
     list_snapshots,
     snapshots_dir,
 )
-from .restore import RestoreResult, restore_snapshot
+
+if TYPE_CHECKING:
+    from .create import create_snapshot, snapshot_before
+    from .restore import RestoreResult, restore_snapshot
 
 __all__ = [
     "AUTO_KEEP",
@@ -60,3 +65,21 @@ __all__ = [
     "snapshot_before",
     "snapshots_dir",
 ]
+
+#: Taking and restoring a snapshot load the migrations and the ORM models: imported on
+#: first use, so that listing snapshots (the doctor) loads neither.
+_LAZY = {
+    "create_snapshot": ".create",
+    "snapshot_before": ".create",
+    "RestoreResult": ".restore",
+    "restore_snapshot": ".restore",
+}
+
+
+def __getattr__(name: str) -> Any:
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(where, __name__), name)
+    globals()[name] = value
+    return value

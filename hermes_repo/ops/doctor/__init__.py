@@ -26,37 +26,41 @@ How the full-text indexes are checked read-only: :mod:`.search_index`.
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from ...deprecation import moved_names
-from ...schema.tables import CANONICAL_TABLES
-from .context import (
-    STOP_FIRST,
-    Check,
-    CheckResult,
-    DoctorContext,
-    DoctorReadError,
-    Finding,
-    JournalFileError,
-    Section,
-    Severity,
-)
-from .copying import CopyFacts, check_copy
-from .fixes import recovered_path, replace_command, salvage_commands
-from .header import HeaderFacts, check_header
-from .holders import HolderFacts, check_holders
-from .journal import WalHeaderFacts, check_journal, check_wal_header
-from .quarantine import QuarantineFacts, check_quarantine
-from .quick_check import QuickCheckFacts, check_quick_check
-from .report import CHECKS, DoctorReport, diagnose
-from .schema import SchemaFacts, check_schema
-from .search_index import FtsIndexStatus, FtsStatus, check_fts, check_fts_coverage
-from .server import SERVER_CHECKS, diagnose_server
-from .server_context import ServerContext
-from .snapshots import SnapshotFacts, check_snapshots
-from .spool import SpoolFacts, check_spool
-from .store import StoreFacts, check_store
-from .values import ValueFacts, check_server_values, check_values
+
+if TYPE_CHECKING:
+    from ...schema.tables import CANONICAL_TABLES
+    from .context import (
+        STOP_FIRST,
+        Check,
+        CheckResult,
+        DoctorContext,
+        DoctorReadError,
+        Finding,
+        JournalFileError,
+        Section,
+        Severity,
+    )
+    from .copying import CopyFacts, check_copy
+    from .durability import DurabilityFacts, check_durability
+    from .fixes import recovered_path, replace_command, salvage_commands
+    from .header import HeaderFacts, check_header
+    from .holders import HolderFacts, check_holders
+    from .journal import WalHeaderFacts, check_journal, check_wal_header
+    from .quarantine import QuarantineFacts, check_quarantine
+    from .quick_check import QuickCheckFacts, check_quick_check
+    from .report import CHECKS, DoctorReport, diagnose
+    from .schema import SchemaFacts, check_schema
+    from .search_index import FtsIndexStatus, FtsStatus, check_fts, check_fts_coverage
+    from .server import SERVER_CHECKS, diagnose_server
+    from .server_context import ServerContext
+    from .snapshots import SnapshotFacts, check_snapshots
+    from .spool import SpoolFacts, check_spool
+    from .store import StoreFacts, check_store
+    from .values import ValueFacts, check_server_values, check_values
 
 __all__ = [
     "CANONICAL_TABLES",
@@ -69,6 +73,7 @@ __all__ = [
     "DoctorContext",
     "DoctorReadError",
     "DoctorReport",
+    "DurabilityFacts",
     "Finding",
     "FtsIndexStatus",
     "FtsStatus",
@@ -87,6 +92,7 @@ __all__ = [
     "ValueFacts",
     "WalHeaderFacts",
     "check_copy",
+    "check_durability",
     "check_fts",
     "check_fts_coverage",
     "check_header",
@@ -108,6 +114,61 @@ __all__ = [
     "salvage_commands",
 ]
 
+#: Where each public name lives: imported on first use, so that loading one check
+#: (or ``diagnose`` on a file) does not load the others' dependencies (the server
+#: checks, the ORM, Alembic).
+_WHERE: dict[str, str] = {
+    "CANONICAL_TABLES": "...schema.tables",
+    "STOP_FIRST": ".context",
+    "Check": ".context",
+    "CheckResult": ".context",
+    "DoctorContext": ".context",
+    "DoctorReadError": ".context",
+    "Finding": ".context",
+    "JournalFileError": ".context",
+    "Section": ".context",
+    "Severity": ".context",
+    "CopyFacts": ".copying",
+    "DurabilityFacts": ".durability",
+    "check_durability": ".durability",
+    "check_copy": ".copying",
+    "recovered_path": ".fixes",
+    "replace_command": ".fixes",
+    "salvage_commands": ".fixes",
+    "HeaderFacts": ".header",
+    "check_header": ".header",
+    "HolderFacts": ".holders",
+    "check_holders": ".holders",
+    "WalHeaderFacts": ".journal",
+    "check_journal": ".journal",
+    "check_wal_header": ".journal",
+    "QuarantineFacts": ".quarantine",
+    "check_quarantine": ".quarantine",
+    "QuickCheckFacts": ".quick_check",
+    "check_quick_check": ".quick_check",
+    "CHECKS": ".report",
+    "DoctorReport": ".report",
+    "diagnose": ".report",
+    "SchemaFacts": ".schema",
+    "check_schema": ".schema",
+    "FtsIndexStatus": ".search_index",
+    "FtsStatus": ".search_index",
+    "check_fts": ".search_index",
+    "check_fts_coverage": ".search_index",
+    "SERVER_CHECKS": ".server",
+    "diagnose_server": ".server",
+    "ServerContext": ".server_context",
+    "SnapshotFacts": ".snapshots",
+    "check_snapshots": ".snapshots",
+    "SpoolFacts": ".spool",
+    "check_spool": ".spool",
+    "StoreFacts": ".store",
+    "check_store": ".store",
+    "ValueFacts": ".values",
+    "check_server_values": ".values",
+    "check_values": ".values",
+}
+
 #: Names kept for one release from before "salvage" and "recover" were told apart.
 _moved = moved_names(
     "hermes_repo.ops.doctor", {"recover_commands": "hermes_repo.ops.doctor.fixes:salvage_commands"}
@@ -115,4 +176,9 @@ _moved = moved_names(
 
 
 def __getattr__(name: str) -> Any:
-    return _moved(name)
+    where = _WHERE.get(name)
+    if where is None:
+        return _moved(name)
+    value = getattr(importlib.import_module(where, __name__), name)
+    globals()[name] = value
+    return value

@@ -8,7 +8,7 @@ from typing import Any
 
 from ... import walcheck
 from ...deprecation import moved_names
-from ...maintenance.snapshots import list_snapshots
+from ...maintenance.snapshots.manifest import list_snapshots
 from .context import STOP_FIRST, DoctorContext
 
 __all__ = ["damaged_file_fix", "recovered_path", "replace_command", "salvage_commands"]

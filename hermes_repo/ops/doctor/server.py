@@ -6,7 +6,8 @@ server's version), the revision against this code's head and drift from the mode
 the validity of the store's indexes (a failed ``CREATE INDEX CONCURRENTLY`` or
 ``REINDEX CONCURRENTLY`` leaves an invalid one that the planner ignores), the
 extensions search needs, the canonical counts with the sessions' counters against
-their rows, and the spool files in ``home`` (a server outage is when they fill). Every
+their rows, whether commits wait for a synchronous standby (:mod:`.durability`: what a
+failover can lose), and the spool files in ``home`` (a server outage is when they fill). Every
 read runs in one ``READ ONLY`` transaction that is rolled back.
 """
 
@@ -25,6 +26,7 @@ from ...schema import migrate
 from ...schema.tables import CANONICAL_TABLES, COUNT_SQL
 from .context import Check, CheckResult, DoctorContext, DoctorReadError, Finding
 from .copying import check_copy
+from .durability import check_durability
 from .report import DoctorReport, collect
 from .server_context import ServerContext
 from .spool import check_spool
@@ -306,6 +308,7 @@ def check_server_counts(ctx: DoctorContext) -> CheckResult:
 #: Report order; the spool check is the file doctor's own (it reads only ``home``).
 SERVER_CHECKS: list[Check] = [
     check_server,
+    check_durability,  # reads only the server's settings: before any store read fails
     check_server_schema,
     check_server_indexes,
     check_server_counts,

@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Any
-
-from sqlalchemy import Connection, Engine
-from sqlalchemy.exc import DBAPIError
-from sqlalchemy.pool import NullPool
+from typing import TYPE_CHECKING, Any
 
 from ...driver_errors import describe
 from ...engine import select_driver
-from ...engine_pg import URL_ENV, PgTarget, create_pg_engine
 from .context import DoctorContext, DoctorReadError
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection, Engine
+
+    from ...engine_pg import PgTarget
+
+# SQLAlchemy and the server's URL rules are imported by the methods that use them: the
+# checks that ask ``isinstance(ctx, ServerContext)`` run on a file too, which loads
+# neither.
 
 __all__ = ["ServerContext"]
 
@@ -36,12 +40,18 @@ class ServerContext(DoctorContext):
     def engine(self) -> Engine:
         """The engine of the doctor's reads (one connection, never pooled)."""
         if self._engine is None:
+            from sqlalchemy.pool import NullPool
+
+            from ...engine_pg import create_pg_engine
+
             self._engine = create_pg_engine(self.target, poolclass=NullPool)
         return self._engine
 
     def server_connection(self) -> Connection:
         """The read-only connection (opened on first use); unreachable: DoctorReadError."""
         if self._server_conn is None:
+            from sqlalchemy.exc import DBAPIError
+
             try:
                 conn = self.engine.connect()
                 conn.exec_driver_sql("SET TRANSACTION READ ONLY")
@@ -53,6 +63,8 @@ class ServerContext(DoctorContext):
     def rows(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
         """Run a read (``%(name)s`` parameters); a server error becomes
         :class:`DoctorReadError`."""
+        from sqlalchemy.exc import DBAPIError
+
         conn = self.server_connection()
         try:
             return [tuple(r) for r in conn.exec_driver_sql(sql, params or {})]
@@ -62,11 +74,15 @@ class ServerContext(DoctorContext):
     def command(self, cmd: str) -> str:
         """A ``hermes-repo ...`` command for this store: its ``--home`` and its URL
         (taken from the environment, so no password is ever printed)."""
+        from ...engine_pg import URL_ENV
+
         head, _, rest = cmd.partition(" ")
         home = shlex.quote(str(self.home))
         return f'{head} --home {home} --url "${URL_ENV}" {rest}'.rstrip()
 
     def close(self) -> None:
+        from sqlalchemy.exc import DBAPIError
+
         conn, self._server_conn = self._server_conn, None
         try:
             if conn is not None:

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ...provenance import StoreIdentity, peek_file_identity, url_target
 from ...transcript import spool
-from ...transcript.replay import why_not_here
 from .context import CheckResult, DoctorContext, Finding
 from .server_context import ServerContext
+
+if TYPE_CHECKING:
+    from ...provenance import StoreIdentity
 
 __all__ = ["SpoolFacts", "check_spool"]
 
@@ -66,6 +67,10 @@ class SpoolFacts:
 
 
 def _here(ctx: DoctorContext) -> StoreIdentity:
+    # The identity and the replay's rules load the store's models: only pending files
+    # need them, so a home with none (the usual case) loads neither.
+    from ...provenance import StoreIdentity, peek_file_identity, url_target
+
     if isinstance(ctx, ServerContext):
         return StoreIdentity(None, url_target(ctx.target.url), is_file=False)
     return peek_file_identity(ctx.db_path)
@@ -99,7 +104,10 @@ def check_spool(ctx: DoctorContext) -> CheckResult:
         salvage_records=sum(f.records for f in salvage),
         unreadable=[f"{f.name}: {f.error}" for f in (*pending, *rejected, *salvage) if f.error],
     )
-    here = _here(ctx)
+    if pending:
+        from ...transcript.replay import why_not_here
+
+        here = _here(ctx)
     unknown_files = unknown_records = 0
     for f in pending:
         elsewhere = unknown = 0

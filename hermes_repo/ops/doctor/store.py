@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ...schema import migrate
 from ...schema.files import side_file
+from ...schema.head import HEAD_REVISION
 from .context import (
     CheckResult,
     DoctorContext,
@@ -102,7 +102,7 @@ def check_store(ctx: DoctorContext) -> CheckResult:
         driver=drv.name,
         sqlite_version=drv.sqlite_version,
         sqlite_has_wal_fix=drv.has_wal_reset_fix,
-        head=migrate.head_revision(),
+        head=HEAD_REVISION,
     )
     findings: list[Finding] = []
     upgrade = ctx.command("hermes-repo db upgrade")

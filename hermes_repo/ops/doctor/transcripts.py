@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...codec import row_to_message
-from ..transcript_check import SCAN_SQL, WHOLE_SQL, SessionViolations, scan_rows
+from ..transcript_scan import SCAN_SQL, WHOLE_SQL, SessionViolations, scan_rows
 from .context import CheckResult, DoctorContext, file_size
 
 __all__ = ["TranscriptFacts", "check_transcripts"]

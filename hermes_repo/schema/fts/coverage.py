@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
-
-from sqlalchemy.engine import Connection
+from typing import TYPE_CHECKING, Any
 
 from .ddl import INDEXES, FtsIndex
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
 
 #: Rows probed per index by :func:`coverage_check` (spread evenly over the ids, plus the
 #: newest ones, which sit in the newest, smallest segments).
@@ -145,7 +146,8 @@ def coverage_check(
     connection's); a SQLAlchemy connection is also accepted. A driver error while
     probing propagates: the caller decides what an unreadable index means.
     """
-    read = reader_for(rows) if isinstance(rows, Connection) else rows
+    # A reader is callable, a connection is not: no SQLAlchemy needed to tell them apart.
+    read = rows if callable(rows) else reader_for(rows)
     problems: list[CoverageProblem] = []
     for ix in indexes:
         docsize = ix.shadow_tables[2]

@@ -9,13 +9,13 @@ may be recreated, backs the store up and records its attempts) is
 from __future__ import annotations
 
 from collections.abc import Iterable
-
-from sqlalchemy import text
-from sqlalchemy.engine import Connection
-from sqlalchemy.exc import DBAPIError
+from typing import TYPE_CHECKING
 
 from .ddl import INDEXES, FtsIndex, trigger_statements
 from .stale import STALE_KEY
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
 
 
 def integrity_errors(conn: Connection, indexes: Iterable[FtsIndex] = INDEXES) -> dict[str, str]:
@@ -26,6 +26,9 @@ def integrity_errors(conn: Connection, indexes: Iterable[FtsIndex] = INDEXES) ->
     that argument FTS5 checks only the index's internal consistency: an index missing
     rows, or with a zeroed structure or a lost averages record, passes.
     """
+    from sqlalchemy import text
+    from sqlalchemy.exc import DBAPIError
+
     failures: dict[str, str] = {}
     for ix in indexes:
         try:
@@ -45,6 +48,8 @@ def reset_shadow_tables(conn: Connection, ix: FtsIndex) -> None:
     constructor fails, and with it ``DROP TABLE`` and ``'rebuild'``. Writing the empty
     structure record and a valid version by hand makes the table constructible again.
     """
+    from sqlalchemy import text
+
     data, idx, docsize, config = ix.shadow_tables
     conn.execute(text(f"INSERT OR REPLACE INTO {config} (k, v) VALUES ('version', 4)"))
     conn.execute(text(f"DELETE FROM {data}"))
@@ -60,6 +65,8 @@ def recreate(conn: Connection, indexes: Iterable[FtsIndex] = INDEXES) -> None:
     ``'rebuild'`` from the canonical rows, verify with ``'integrity-check'``, and only
     then create the triggers. Any failure raises; the caller rolls the whole thing back.
     """
+    from sqlalchemy import text
+
     present = {
         r[0] for r in conn.execute(text("SELECT name FROM sqlite_master WHERE type = 'table'"))
     }

@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 import re
 import time
-from typing import Any
-
-from sqlalchemy import text
-from sqlalchemy.engine import Connection
+from typing import TYPE_CHECKING, Any
 
 from .ddl import INDEXES, TRIGGER_NAMES
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
 
 STALE_KEY = "fts_stale"
 
@@ -25,6 +25,8 @@ def detach(conn: Connection, *, index: str | None, error: str) -> None:
     ``DROP TRIGGER`` works even when the FTS tables themselves can no longer be dropped
     or rebuilt (structure record or config damaged), so degrading is always possible.
     """
+    from sqlalchemy import text
+
     marker = json.dumps({"since": time.time(), "index": index, "error": error[:500]})
     conn.execute(
         text(
@@ -52,6 +54,8 @@ def index_named_in(error: str) -> str | None:
 
 def stale_marker(conn: Connection) -> dict[str, Any] | None:
     """The ``fts_stale`` marker (when, which index, the error), or None when FTS is live."""
+    from sqlalchemy import text
+
     value = conn.execute(
         text("SELECT value FROM state_meta WHERE key = :k"), {"k": STALE_KEY}
     ).scalar()
@@ -66,5 +70,7 @@ def stale_marker(conn: Connection) -> dict[str, Any] | None:
 
 def present_triggers(conn: Connection) -> set[str]:
     """Which of the six sync triggers exist."""
+    from sqlalchemy import text
+
     rows = conn.execute(text("SELECT name FROM sqlite_master WHERE type = 'trigger'"))
     return {r[0] for r in rows} & set(TRIGGER_NAMES)
