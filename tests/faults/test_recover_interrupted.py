@@ -91,14 +91,23 @@ def _interrupt_when_building(proc: subprocess.Popen[str], output: Path, sig: int
     """Wait for the partial output of ``proc`` to appear, check the scratch copy's mode,
     then send ``sig``. Fails if the run ends before the partial file was seen."""
     partial = output.with_name(f".{output.name}.recover-{proc.pid}.partial")
-    # (A store built at the output path itself, as older code did, counts as "building".)
-    while not (partial.exists() or output.exists()):
+    while not partial.exists():
         assert proc.poll() is None, "recover ended before it could be interrupted"
+        assert not output.exists(), "the output appeared before its partial file"
         time.sleep(0.005)
-    [scratch] = output.parent.glob("hermes-recover-*")
-    copies = list(scratch.iterdir())
-    assert copies and all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in copies)
-    proc.send_signal(sig)
+    # Frozen while the test looks: on a busy machine the run could otherwise finish
+    # between seeing its partial file and the signal (a stopped process gets ``sig``
+    # when it continues; SIGKILL ends it at once).
+    proc.send_signal(signal.SIGSTOP)
+    try:
+        assert partial.exists(), "recover finished before it could be interrupted"
+        [scratch] = output.parent.glob("hermes-recover-*")
+        copies = list(scratch.iterdir())
+        assert copies and all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in copies)
+        proc.send_signal(sig)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
