@@ -34,6 +34,7 @@ from .kept import KeptConnection
 from .repositories import SearchHit, SearchQuery
 from .repositories.search.on_store import StoreSearch
 from .retry import STORE_WRITE_BUDGET_S, TRANSCRIPT_WRITE_BUDGET_S, RetryPolicy
+from .schema.fts.merge import MergeCadence
 
 __all__ = ["Database", "Failure", "WriteCore"]
 
@@ -74,6 +75,7 @@ class Database(DriverPaths):
             TRANSCRIPT_WRITE_BUDGET_S if write_budget_s is None else write_budget_s
         )
         self._search = StoreSearch(self)
+        self._merge = MergeCadence()
         self._recent = None
         self._engine = engine
         self._writer = engine.execution_options(**{WRITE_OPTION: True})

@@ -132,6 +132,7 @@ class DriverPaths(UnitRunner):
                 lambda uow: uow.messages.append_row(row, calls),
                 policy,
                 first_try=on_driver if self.backend.cursor_fast_path else on_kept,
+                adds=1,
             )
         except UidConflictError:
             raise
@@ -231,6 +232,7 @@ class DriverPaths(UnitRunner):
             lambda uow: uow.messages.append_rows(sid, rows, calls),
             policy,
             first_try=on_driver if self.backend.cursor_fast_path else None,
+            adds=len(rows),
         )
 
     def _on_driver(

@@ -42,6 +42,7 @@ from ..identity import Identities, Written
 from ..models import messages_table, sessions_table
 from ..retry import DEFAULT_POLICY, RetryPolicy, run_with_retry
 from ..schema import fts
+from ..schema.fts import merge as fts_merge
 from ..uow import UnitOfWork
 from .verdict import Failure, FailureVerdict, _driver_error
 
@@ -80,6 +81,9 @@ MIN_LOCK_TIMEOUT_MS = 20
 # unit that wrote nothing under a uid or session id is looked up by after a lost commit.
 _XID_SQL = text("SELECT CAST(pg_current_xact_id_if_assigned() AS text)")
 _XID_STATUS_SQL = text("SELECT pg_xact_status(CAST(:xid AS xid8))")
+# A merge that meets a damaged index detaches it within this budget (it runs after a
+# write that already committed: it must not hold the caller long).
+_MERGE_DETACH_POLICY = RetryPolicy(budget_s=1.0)
 # A lookup after a lost commit asks for this many identities per statement.
 _LOOKUP_CHUNK = 500
 
@@ -125,6 +129,8 @@ class UnitRunner(FailureVerdict):
     read_policy: RetryPolicy
     # The store's searches, with their view of whether the FTS index is live.
     _search: StoreSearch
+    # Messages committed, and when the FTS indexes' next bounded merge is due.
+    _merge: fts_merge.MergeCadence
 
     @property
     def engine(self) -> Engine:
@@ -187,6 +193,7 @@ class UnitRunner(FailureVerdict):
         policy: RetryPolicy | None = None,
         *,
         first_try: Callable[[], T | None] | None = None,
+        adds: int = 0,
     ) -> T:
         """Run ``work`` in a unit of work and commit; the whole unit is replayed on
         transient errors (locked, busy, read-only) within ``policy``'s time budget
@@ -205,7 +212,10 @@ class UnitRunner(FailureVerdict):
         :class:`CommitUnknownError`.
 
         ``first_try`` (internal) is a cheaper way to do the same unit, tried once first
-        inside the same budget; it returns None to hand over to ``work``.
+        inside the same budget; it returns None to hand over to ``work``. ``adds`` is
+        how many messages ``first_try`` writes when it commits (the unit of work counts
+        its own): after a write that added messages, the FTS indexes' bounded merge
+        may run (:meth:`_merge_indexes`).
         """
         if policy is None:
             policy = self.write_policy
@@ -217,6 +227,9 @@ class UnitRunner(FailureVerdict):
         # transaction id (set just before its COMMIT).
         unsettled: list[_Unsettled] = []
         last: list[Any] = []
+        # Messages the committed attempt wrote: the fast path's ``adds``, else the
+        # unit's own record (an attempt's record restarts with it).
+        added = [-1]
 
         def unit(uow: UnitOfWork) -> T:
             uow.attempt_of(ids, _lock_timeout_ms(deadline) if server else None)
@@ -236,6 +249,7 @@ class UnitRunner(FailureVerdict):
                 if pending_first:
                     result = pending_first.pop()()
                     if result is not None:
+                        added[0] = adds
                         return result
                 return self.write_once(unit)
             except CommitUnknownError as exc:
@@ -263,7 +277,7 @@ class UnitRunner(FailureVerdict):
                 raise
 
         try:
-            return run_with_retry(attempt, policy)
+            done = run_with_retry(attempt, policy)
         except CommitUnknownError:
             raise
         except WriteFailedError as exc:
@@ -280,12 +294,95 @@ class UnitRunner(FailureVerdict):
             failure = self.failure(exc)
             if not self.degradable(failure):
                 raise
+        else:
+            if self.backend.has_fts_triggers:
+                self._merge_indexes(added[0] if added[0] >= 0 else len(ids.written.messages))
+            return done
+        # (A degraded write detached the index: nothing to merge.)
         log.warning(
             "full-text index damaged (%s): detaching it; the write goes on without it, "
             "search uses the fallback until `hermes-repo sessions repair` rebuilds it",
             failure.damage,
         )
         return self._degrade(failure, work, policy, ids)
+
+    def _merge_indexes(self, messages: int) -> None:
+        """After a committed write of ``messages`` messages: when the count crosses the
+        cadence (:mod:`hermes_repo.schema.fts.merge`), the bounded merge of the FTS5
+        indexes in a short transaction of its own on a pooled write connection.
+
+        Best effort, never harmful to the write that already committed: it never
+        raises, and it never waits for a lock (busy_timeout 0 for its transaction):
+        another writer holding the store means skip, due again at the next write. It
+        does not run while the index is detached (the stale marker, read by the merge
+        statements themselves), nor on a quarantined or closed store. Any other
+        driver error is judged like a write's (:meth:`failure`): structural damage
+        quarantines the file there, FTS damage detaches the index as a write or a
+        search would (so the damage is noticed the same way); then it is dropped.
+        """
+        if messages <= 0 or not self._merge.add(messages):
+            return
+        if self._engine is None or self.guard.active:
+            return
+        try:
+            outcome = self._merge_on_driver()
+        except Exception:  # maintenance must never fail a write that committed
+            log.debug("full-text index merge skipped", exc_info=True)
+            return
+        if outcome is not None:
+            self._merge.merged()
+
+    def _merge_on_driver(self) -> bool | None:
+        """One merge attempt: True ran (a detached index is skipped by the statements
+        themselves), False met damage; both: not due again until the next cadence.
+        None: skipped, the lock was busy."""
+        module = self.driver.module
+        pooled = self.engine.raw_connection()
+        try:
+            dbapi = pooled.dbapi_connection
+            assert dbapi is not None
+            cursor = dbapi.cursor()
+            try:
+                wait_ms = cursor.execute("PRAGMA busy_timeout").fetchone()[0]
+                cursor.execute("PRAGMA busy_timeout = 0")
+                try:
+                    return self._merge_unit(cursor, dbapi)
+                finally:
+                    try:
+                        cursor.execute(f"PRAGMA busy_timeout = {int(wait_ms)}")
+                    except BaseException:
+                        # Never back in the pool without its wait: the next write
+                        # would fail at once on any lock.
+                        pooled.invalidate()
+                        raise
+            finally:
+                cursor.close()
+        except module.Error as exc:
+            failure = self.failure(exc, action="merge the full-text index")
+            if failure.kind is ErrorKind.TRANSIENT:
+                return None  # another writer has the store: due again at the next write
+            if self.degradable(failure):
+                log.warning(
+                    "full-text index damaged (%s): detaching it; search uses the fallback "
+                    "until `hermes-repo sessions repair` rebuilds it",
+                    failure.damage,
+                )
+                self._degrade(failure, lambda uow: None, _MERGE_DETACH_POLICY)
+            return False
+        finally:
+            pooled.close()
+
+    def _merge_unit(self, cursor: Any, dbapi: Any) -> bool:
+        cursor.execute("BEGIN IMMEDIATE")
+        try:
+            fts_merge.run(cursor)
+            cursor.execute("COMMIT")
+        except BaseException:
+            if dbapi.in_transaction:
+                with contextlib.suppress(self.driver.module.Error):
+                    cursor.execute("ROLLBACK")
+            raise
+        return True
 
     def _settle(self, lost: _Unsettled) -> bool:
         """Whether a commit whose reply was lost landed, looked up on a fresh
