@@ -23,23 +23,43 @@ from typing import Any
 from .ddl import INDEXES
 from .stale import STALE_KEY
 
-__all__ = ["MERGE_EVERY", "MERGE_PAGES", "MERGE_STATEMENTS", "MergeCadence", "run"]
+__all__ = [
+    "MERGE_EVERY",
+    "MERGE_PAGES",
+    "MERGE_STATEMENTS",
+    "MergeCadence",
+    "merge_statements",
+    "run",
+]
 
 #: Messages committed between two merges. At 50 messages and 8 pages the merge kept
 #: the index as compact as a full optimize every 1,000 writes, for the insert cost of
 #: no merge at all (see docs/performance.md, "Race").
 MERGE_EVERY = 50
-#: Pages (of FTS5's 4 KB) one merge of one index may write at most.
+#: Pages (of FTS5's 4 KB) one merge of one index may write at most. A positive count
+#: only finishes merges FTS5 has started and merges a level holding 4 segments or more
+#: (its ``usermerge``): after a batch of 1,000 messages in one transaction, whose
+#: automerge left at most 3 a level, 128 pages did no more than 8.
 MERGE_PAGES = 8
-#: The merge of each index, in the order they run. Each runs only while the index is
-#: live: a detached index (the stale marker set with the triggers dropped, see
-#: :mod:`.stale`) may be damaged and is left alone until a rebuild. The marker is read
-#: in the merge's own statement, so the check and the merge see the same transaction.
-MERGE_STATEMENTS: tuple[str, ...] = tuple(
-    f"INSERT INTO {ix.name}({ix.name}, rank) SELECT 'merge', {MERGE_PAGES} "
-    f"WHERE NOT EXISTS (SELECT 1 FROM state_meta WHERE key = '{STALE_KEY}')"
-    for ix in INDEXES
-)
+
+
+def merge_statements(pages: int) -> tuple[str, ...]:
+    """The merge of each index, at most ``pages`` pages each, in the order they run.
+
+    Each runs only while the index is live: a detached index (the stale marker set with
+    the triggers dropped, see :mod:`.stale`) may be damaged and is left alone until a
+    rebuild. The marker is read in the merge's own statement, so the check and the
+    merge see the same transaction.
+    """
+    return tuple(
+        f"INSERT INTO {ix.name}({ix.name}, rank) SELECT 'merge', {int(pages)} "
+        f"WHERE NOT EXISTS (SELECT 1 FROM state_meta WHERE key = '{STALE_KEY}')"
+        for ix in INDEXES
+    )
+
+
+#: The merge the write core runs.
+MERGE_STATEMENTS: tuple[str, ...] = merge_statements(MERGE_PAGES)
 
 
 class MergeCadence:
@@ -51,9 +71,9 @@ class MergeCadence:
 
     __slots__ = ("_due_at", "_written")
 
-    def __init__(self, every: int = MERGE_EVERY) -> None:
+    def __init__(self) -> None:
         self._written = 0
-        self._due_at = every
+        self._due_at = MERGE_EVERY
 
     @property
     def written(self) -> int:
@@ -61,14 +81,16 @@ class MergeCadence:
         return self._written
 
     def add(self, messages: int) -> bool:
-        """Count ``messages`` committed; True when a merge is due."""
+        """Count ``messages`` committed; True when a merge is due. A write of many
+        messages owes one merge, not one per :data:`MERGE_EVERY` of them: a 'merge'
+        finds nothing more to do after a large batch (see :data:`MERGE_PAGES`)."""
         self._written += messages
         return self._written >= self._due_at
 
-    def merged(self, every: int = MERGE_EVERY) -> None:
-        """The due merge ran (or was found needless): the next is due after ``every``
-        more messages."""
-        self._due_at = self._written + every
+    def merged(self) -> None:
+        """The due merge ran (or met damage): the next is due after
+        :data:`MERGE_EVERY` more messages."""
+        self._due_at = self._written + MERGE_EVERY
 
 
 def run(cursor: Any) -> None:
