@@ -34,6 +34,7 @@ from sqlalchemy import event
 from hermes_repo.codec import message_to_row
 from hermes_repo.engine import BUSY_TIMEOUT_MS, DB_NAME, Driver, select_driver
 from hermes_repo.models import messages_table
+from hermes_repo.schema.fts.merge import MERGE_STATEMENTS, MergeCadence
 from hermes_repo.store import StateStore
 
 # --------------------------------------------------------------------------------------
@@ -411,13 +412,52 @@ def trace_sql(store: StateStore) -> Iterator[list[str]]:
 
 
 _CONTROL = {"BEGIN", "BEGIN IMMEDIATE", "BEGIN DEFERRED", "COMMIT", "ROLLBACK"}
+# The store's FTS merge after writes (hermes_repo.schema.fts.merge): a transaction of
+# its own after every 50 messages a store commits, whose place in a one-write capture
+# depends on how many messages the store wrote before. A capture check compares what
+# one write runs, so it leaves the merge out on both sides; the timed runs do count it,
+# the raw sides running the same merge at the same cadence (RawFtsMerge).
+_MAINTENANCE = {
+    "PRAGMA busy_timeout",
+    "PRAGMA busy_timeout = ?",
+    *(" ".join(_LITERAL.sub("?", s).split()) for s in MERGE_STATEMENTS),
+}
+
+
+def is_maintenance(sql: str) -> bool:
+    """Whether ``sql`` belongs to the store's FTS merge after writes."""
+    return _norm(sql) in _MAINTENANCE
+
+
+class RawFtsMerge:
+    """The store's FTS merge after writes, on a raw connection: the same statements at
+    the same cadence (:mod:`hermes_repo.schema.fts.merge`), so a raw side does what a
+    store's write does. Its count starts at zero, as a store's does when it is opened:
+    a library side that wrote before timing is at another point of its cadence, so
+    over a run the two differ by one merge at most."""
+
+    def __init__(self) -> None:
+        self.cadence = MergeCadence()
+
+    def after_commit(self, cur: Any, messages: int) -> None:
+        """After a raw write of ``messages`` committed: the merge, when due."""
+        if not self.cadence.add(messages):
+            return
+        wait = cur.execute("PRAGMA busy_timeout").fetchone()[0]
+        cur.execute("PRAGMA busy_timeout = 0")
+        cur.execute("BEGIN IMMEDIATE")
+        for statement in MERGE_STATEMENTS:
+            cur.execute(statement)
+        cur.execute("COMMIT")
+        cur.execute(f"PRAGMA busy_timeout = {int(wait)}")
+        self.cadence.merged()
 
 
 def _statements(items: Sequence[Any]) -> list[str]:
     out: list[str] = []
     for item in items:
         sql = _norm(item[0] if isinstance(item, tuple) else item)
-        if sql.upper() in _CONTROL:
+        if sql.upper() in _CONTROL or sql in _MAINTENANCE:
             continue
         if out and out[-1] == sql:
             continue  # one executemany, or a loop of the same statement: one entry

@@ -17,6 +17,7 @@ from typing import Any
 from _common import (
     RAW_INSERT,
     RAW_UPDATE_COUNTERS,
+    RawFtsMerge,
     Result,
     capture_raw_sql,
     capture_sql,
@@ -73,6 +74,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             for batch in batches
         ]
 
+        raw_merge = RawFtsMerge()
+
         def raw_append(sid: str, tool_calls: int, row: tuple[Any, ...]) -> int:
             cur.execute("BEGIN IMMEDIATE")
             try:
@@ -85,6 +88,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             except BaseException:
                 cur.execute("ROLLBACK")
                 raise
+            raw_merge.after_commit(cur, 1)  # the store's FTS merge, when due
             return int(rowid)
 
         # Warm-up (one message each side) doubles as the same-SQL check.

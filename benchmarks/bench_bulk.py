@@ -18,6 +18,7 @@ from typing import Any
 from _common import (
     RAW_INSERT,
     RAW_UPDATE_COUNTERS,
+    RawFtsMerge,
     Result,
     capture_raw_sql,
     capture_sql,
@@ -87,6 +88,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             rows = raw_rows(SESSION, msgs)
             con = raw_connect(path)
             cur = con.cursor()
+            raw_merge = RawFtsMerge()  # a fresh store's count, as the library's
 
             def work() -> None:
                 cur.execute("BEGIN IMMEDIATE")
@@ -99,6 +101,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 except BaseException:
                     cur.execute("ROLLBACK")
                     raise
+                raw_merge.after_commit(cur, len(rows))  # the store's FTS merge
 
             try:
                 if capture:

@@ -48,6 +48,7 @@ from _common import (
     RAW_INSERT,
     RAW_UPDATE_COUNTERS,
     Corpus,
+    RawFtsMerge,
     Result,
     capture_sql,
     check_same_sql,
@@ -55,6 +56,7 @@ from _common import (
     copy_db,
     fill,
     interleave,
+    is_maintenance,
     new_store,
     parser,
     payload,
@@ -84,7 +86,7 @@ def _collapsed(statements: list[str]) -> list[str]:
     out: list[str] = []
     for sql in statements:
         text = " ".join(sql.split())
-        if text.startswith("--") or "'main'." in text:
+        if text.startswith("--") or "'main'." in text or is_maintenance(text):
             continue
         if not (out and out[-1] == text):
             out.append(text)
@@ -147,6 +149,8 @@ def long_case(
         for i in range(runs)
     ]
 
+    raw_merge = RawFtsMerge()
+
     def raw_flush(count: int, tool_calls: int, rows: list[tuple[Any, ...]]) -> None:
         cur.execute("BEGIN IMMEDIATE")
         try:
@@ -158,6 +162,7 @@ def long_case(
         except BaseException:
             cur.execute("ROLLBACK")
             raise
+        raw_merge.after_commit(cur, count)  # the store's FTS merge, when due
 
     # The same batch, same uids and timestamps, onto the same session of both copies:
     # even the expanded literals must agree.
@@ -323,9 +328,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             for i in range(runs)
         ]
 
+        raw_merge = RawFtsMerge()
+
         def raw_flush(sid: str, count: int, tool_calls: int, rows: list[tuple[Any, ...]]) -> None:
             """One transaction: the counters UPDATE, then the rows' INSERT (one execute
-            for one row, one executemany for several: what the library runs)."""
+            for one row, one executemany for several: what the library runs); then the
+            store's FTS merge when due."""
             cur.execute("BEGIN IMMEDIATE")
             try:
                 cur.execute(RAW_UPDATE_COUNTERS, (count, tool_calls, sid))
@@ -339,6 +347,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             except BaseException:
                 cur.execute("ROLLBACK")
                 raise
+            raw_merge.after_commit(cur, count)
 
         def raw_append(sid: str, tool_calls: int, row: tuple[Any, ...]) -> None:
             raw_flush(sid, 1, tool_calls, [row])

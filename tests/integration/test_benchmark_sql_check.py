@@ -47,3 +47,40 @@ def test_other_sql_on_the_raw_side_stops_the_benchmark(store: StateStore) -> Non
 def test_a_capture_that_saw_nothing_stops_the_benchmark() -> None:
     with pytest.raises(SystemExit):
         _common.check_same_sql("t", [], [])
+
+
+def test_the_raw_side_runs_the_stores_fts_merge_at_the_same_cadence(
+    store: StateStore, home: Path
+) -> None:
+    from hermes_repo.schema.fts.merge import MERGE_EVERY
+
+    sid = new_session(store)
+    for i in range(MERGE_EVERY - 1):
+        store.append_message(sid, {"role": "user", "content": f"m {i}", "timestamp": 1.0})
+    with _common.trace_sql(store) as library:
+        store.append_message(sid, {"role": "user", "content": "last", "timestamp": 2.0})
+    con = _common.raw_connect(home / "state.db")
+    try:
+        raw = _common.RawFtsMerge()
+        cur = con.cursor()
+        raw.after_commit(cur, MERGE_EVERY - 1)  # not due yet: runs nothing
+        with _common.capture_raw_sql(con) as seen:
+            raw.after_commit(cur, 1)
+    finally:
+        con.close()
+    merge = [_common._norm(s[0]) for s in seen]
+    after_commit = [_common._norm(s) for s in library[library.index("COMMIT") + 1 :]]
+    assert merge == after_commit
+    assert all(_common.is_maintenance(s) for s in merge if s not in ("BEGIN IMMEDIATE", "COMMIT"))
+
+
+def test_the_capture_check_leaves_the_fts_merge_out_on_both_sides(store: StateStore) -> None:
+    from hermes_repo.schema.fts.merge import MERGE_EVERY
+
+    sid = new_session(store)
+    for i in range(MERGE_EVERY - 1):
+        store.append_message(sid, {"role": "user", "content": f"m {i}", "timestamp": 1.0})
+    with _common.capture_sql(store) as seen:
+        store.append_message(sid, {"role": "user", "content": "last", "timestamp": 2.0})
+    assert any(_common.is_maintenance(s[0]) for s in seen)  # the merge ran in the capture
+    assert _common.check_same_sql("t", seen, [_common.RAW_UPDATE_COUNTERS, _common.RAW_INSERT])
