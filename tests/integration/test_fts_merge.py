@@ -244,3 +244,21 @@ def test_a_merge_that_meets_a_damaged_index_detaches_it_and_the_write_stands(
         assert not fts.present_triggers(conn)
     # The search answers from the rows while the index is detached.
     assert [h.message_id for h in store.search("w343")] == [row_id]
+
+
+def test_a_server_store_counts_no_messages_toward_a_merge(
+    backend: str, store_on_backend: StateStore
+) -> None:
+    # PostgreSQL keeps its own full-text index (a generated tsvector): nothing to merge.
+    append_each(store_on_backend, 0, MERGE_EVERY)
+    written = store_on_backend.database._merge.written
+    assert written == (MERGE_EVERY if backend == "sqlite" else 0)
+
+
+@pytest.fixture
+def store_on_backend(backend: str, home: Path) -> Iterator[StateStore]:
+    with StateStore.open(home) as opened:
+        with opened.unit_of_work() as uow:
+            uow.sessions.create(id=SESSION)
+            uow.commit()
+        yield opened
