@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     # the ORM (an ORM session is told from a cursor without its class, see _on_cursor).
     from sqlalchemy.orm import Session
 
-__all__ = ["Cursor", "Db", "Statement", "execute", "fetch", "on_server_cursor", "rows"]
+__all__ = ["Cursor", "Db", "Statement", "execute", "fetch", "on_cursor", "on_server_cursor", "rows"]
 
 # Both drivers (sqlite3, pysqlite3) take named parameters (":name") with a mapping.
 _DIALECT = SQLiteDialect_pysqlite(paramstyle="named")
@@ -80,6 +80,11 @@ class Statement:
 def _on_cursor(db: Db) -> bool:
     # A DB-API cursor fetches; neither a Connection nor an ORM Session has fetchall.
     return not isinstance(db, Connection) and hasattr(db, "fetchall")
+
+
+def on_cursor(db: Db) -> bool:
+    """True for a DB-API cursor (the store's fast paths), False through SQLAlchemy."""
+    return _on_cursor(db)
 
 
 def on_server_cursor(db: Db) -> bool:

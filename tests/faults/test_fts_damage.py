@@ -229,17 +229,18 @@ def test_reopen_rebuilds_the_index_to_match_the_canonical_rows(
 
 # Whether SQLite had already rolled the transaction back when the error arrived, for
 # units of 5 messages on this corpus, pinned for the two builds the project runs on:
-# 3.40 always rolls back; 3.53 rolls back the unicode61 cases at COMMIT and keeps the
-# trigram unit's transaction open after the failing statement. Either way the store
-# rolls back itself and replays the unit from its start.
+# 3.40 always rolls back; 3.53 keeps the unit's transaction open after the failing
+# statement (the seed's 320 rows are written in two multi-row INSERTs, so the index
+# holds few segments and the damage is met by a statement, not at COMMIT). Either way
+# the store rolls back itself and replays the unit from its start.
 ROLLED_BACK = {
     ("3.40.1", "zeroed-structure", "messages_fts"): True,
     ("3.40.1", "zeroed-structure", "messages_fts_trigram"): True,
     ("3.40.1", "garbage-leaves", "messages_fts"): True,
     ("3.40.1", "garbage-leaves", "messages_fts_trigram"): True,
-    ("3.53.4", "zeroed-structure", "messages_fts"): True,
+    ("3.53.4", "zeroed-structure", "messages_fts"): False,
     ("3.53.4", "zeroed-structure", "messages_fts_trigram"): False,
-    ("3.53.4", "garbage-leaves", "messages_fts"): True,
+    ("3.53.4", "garbage-leaves", "messages_fts"): False,
     ("3.53.4", "garbage-leaves", "messages_fts_trigram"): False,
 }
 

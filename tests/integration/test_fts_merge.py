@@ -262,3 +262,65 @@ def store_on_backend(backend: str, home: Path) -> Iterator[StateStore]:
             uow.sessions.create(id=SESSION)
             uow.commit()
         yield opened
+
+
+# -- a batch's rows go in multi-row INSERTs: one segment a batch, not one a row --------
+
+
+def segment_ids(store: StateStore) -> dict[str, set[int]]:
+    """Each index's segment ids."""
+    with store.engine.connect() as conn:
+        return {
+            ix: {
+                int(r[0])
+                for r in conn.exec_driver_sql(
+                    f"SELECT DISTINCT id >> 37 FROM {ix}_data WHERE id >> 37 > 0"
+                )
+            }
+            for ix in INDEXES
+        }
+
+
+def test_a_flush_of_ten_messages_adds_one_segment_an_index_and_ids_follow_the_list(
+    store: StateStore,
+) -> None:
+    writer = store.transcript_writer(SESSION)
+    before = segment_ids(store)
+    added: list[dict[str, int]] = []
+    batches = [[{**message(i), "timestamp": float(i)} for i in range(k, k + 10)] for k in (0, 10)]
+    for batch in batches:
+        ids_before = segment_ids(store)
+        result = writer.flush(batch)
+        assert (result.written, result.error) == (10, None)
+        after = segment_ids(store)
+        added.append({ix: len(after[ix] - ids_before[ix]) for ix in INDEXES})
+        assert after[INDEXES[0]] >= ids_before[INDEXES[0]]  # nothing merged away
+    # One statement a flush: FTS5 wrote one segment an index, not ten.
+    assert added == [dict.fromkeys(INDEXES, 1)] * 2
+    assert all(len(segment_ids(store)[ix]) == len(before[ix]) + 2 for ix in INDEXES)
+    with store.engine.connect() as conn:
+        stored = conn.exec_driver_sql(
+            "SELECT content FROM messages WHERE session_id = ? ORDER BY id", (SESSION,)
+        ).scalars()
+        assert list(stored) == [m["content"] for batch in batches for m in batch]
+
+
+def test_a_batch_of_many_rows_is_written_in_a_few_statements_in_list_order(
+    store: StateStore,
+) -> None:
+    # 300 rows: a statement of 256, then one of the 44 left; each one segment an index.
+    rows = [{**message(i), "uid": f"u{i:04d}"} for i in range(300)]
+    with traced(store) as seen, store.unit_of_work() as uow:
+        assert uow.messages.append_many(SESSION, rows) == 300
+        uow.commit()
+    # The driver reports a statement again at each trigger it fires: once each.
+    inserts = list(dict.fromkeys(sql for sql in seen if sql.startswith("INSERT INTO messages (")))
+    assert [sql.count("),(") + 1 for sql in inserts] == [256, 44]
+    assert {ix: len(ids) for ix, ids in segment_ids(store).items()} == dict.fromkeys(INDEXES, 2)
+    with store.engine.connect() as conn:
+        ordered = conn.exec_driver_sql(
+            "SELECT uid FROM messages WHERE session_id = ? ORDER BY id", (SESSION,)
+        ).scalars()
+        assert list(ordered) == [r["uid"] for r in rows]
+    session = store.get_session(SESSION)
+    assert session is not None and session.message_count == 300
