@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from itertools import chain
 from pathlib import Path
 from random import Random
 from typing import Any
@@ -34,6 +35,7 @@ from sqlalchemy import event
 from hermes_repo.codec import message_to_row
 from hermes_repo.engine import BUSY_TIMEOUT_MS, DB_NAME, Driver, select_driver
 from hermes_repo.models import messages_table
+from hermes_repo.repositories.messages import multi_insert_parts, multi_insert_sql
 from hermes_repo.schema.fts.merge import MERGE_STATEMENTS, MergeCadence
 from hermes_repo.store import StateStore
 
@@ -56,6 +58,20 @@ RAW_INSERT = (
     f"INSERT INTO messages ({', '.join(INSERT_COLUMNS)}) "
     f"VALUES ({', '.join('?' for _ in INSERT_COLUMNS)})"
 )
+
+
+def raw_insert_rows(cur: Any, rows: Sequence[tuple[Any, ...]]) -> None:
+    """Insert ``rows`` (tuples in ``INSERT_COLUMNS`` order) as the library writes a
+    batch on SQLite: in list order, in multi-row INSERTs of the sizes it uses (all of
+    a flush's rows in one statement; see ``multi_insert_parts``), not one statement a
+    row, which made FTS5 write a segment a row."""
+    version = driver().module.sqlite_version_info
+    start = 0
+    for per in multi_insert_parts(len(rows), len(INSERT_COLUMNS), version):
+        params = tuple(chain.from_iterable(rows[start : start + per]))
+        cur.execute(multi_insert_sql(INSERT_COLUMNS, per), params)
+        start += per
+
 
 SESSIONS = 50
 SEED = 20240611

@@ -1,11 +1,13 @@
 """Bulk append: 10k messages in one transaction (``uow.messages.append_many`` + commit)
-vs raw ``executemany``.
+vs raw multi-row ``INSERT``s.
 
 Each run starts from a fresh copy of one migrated store holding the session (so every
 run inserts into the same empty store, on both sides). The raw side runs ``BEGIN
-IMMEDIATE``, the counters ``UPDATE``, one ``executemany`` of the 16-column ``INSERT``
-(both FTS triggers fire per row) and ``COMMIT``. The raw parameter tuples are built
-before timing; the library converts the message dicts while timed.
+IMMEDIATE``, the counters ``UPDATE``, the rows in multi-row ``INSERT``s of the sizes
+the library uses (``raw_insert_rows``: powers of two up to 1,024 rows, then one
+statement for the last 64 or fewer; both FTS triggers fire per row) and ``COMMIT``.
+The raw parameter tuples are built before timing; the library converts the message
+dicts while timed.
 
     python benchmarks/bench_bulk.py [--quick] [--runs N] [--json FILE] [--dataset realistic]
 """
@@ -16,7 +18,6 @@ import shutil
 from typing import Any
 
 from _common import (
-    RAW_INSERT,
     RAW_UPDATE_COUNTERS,
     RawFtsMerge,
     Result,
@@ -31,6 +32,7 @@ from _common import (
     payload,
     print_table,
     raw_connect,
+    raw_insert_rows,
     raw_rows,
     run_main,
     store_db,
@@ -96,7 +98,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     cur.execute(RAW_UPDATE_COUNTERS, (len(rows), tool_calls, SESSION))
                     if cur.rowcount == 0:
                         raise LookupError(SESSION)
-                    cur.executemany(RAW_INSERT, rows)
+                    raw_insert_rows(cur, rows)
                     cur.execute("COMMIT")
                 except BaseException:
                     cur.execute("ROLLBACK")

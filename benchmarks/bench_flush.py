@@ -9,10 +9,10 @@ gives one session's writer ``--per-run`` new messages. Three library cases:
   group commit). Two raw sides, interleaved with it in the same run: one transaction
   per message (``BEGIN IMMEDIATE``, the counters ``UPDATE``, the ``INSERT``,
   ``COMMIT``: what the flush did before group commit) and one transaction per flush
-  (``BEGIN IMMEDIATE``, one counters ``UPDATE`` for the batch, the ``INSERT`` per
-  message as one ``executemany``, ``COMMIT``: the same SQL the library runs);
+  (``BEGIN IMMEDIATE``, one counters ``UPDATE`` for the batch, the batch's rows in
+  one multi-row ``INSERT``, ``COMMIT``: the same SQL the library runs);
 * ``one flush``: a single ``flush(list)`` with all the new messages: one transaction,
-  against raw one transaction (``executemany``);
+  against raw one transaction (multi-row ``INSERT``s, as the library's);
 * ``flush per message``: the list grows by one message and is flushed each time (an
   agent flushing every turn; each call also scans the whole list by uid): one
   transaction per message on both sides.
@@ -21,7 +21,7 @@ A fourth case, ``flush of 10 onto a long session`` (``--long``, default 20,000 s
 messages; ``--only-long`` runs it alone), is the agent's steady state: one session
 already ``--long`` messages long, each flush handing it 10 new messages, against raw
 sqlite3 writing the same 10 rows onto the same session of the copy in one transaction
-(``BEGIN IMMEDIATE``, the counters ``UPDATE``, one ``executemany``, ``COMMIT``). Each
+(``BEGIN IMMEDIATE``, the counters ``UPDATE``, one 10-row ``INSERT``, ``COMMIT``). Each
 run is ``--long-flushes`` flushes per side; which side goes first alternates from run
 to run (the second of a pair finds the caches warm). The per-flush cost is reported in
 milliseconds, wall and CPU, with the ratio; its statements are checked like the group's.
@@ -62,6 +62,7 @@ from _common import (
     payload,
     print_table,
     raw_connect,
+    raw_insert_rows,
     raw_rows,
     run_main,
     session_ids,
@@ -157,7 +158,7 @@ def long_case(
             cur.execute(RAW_UPDATE_COUNTERS, (count, tool_calls, LONG_SESSION))
             if cur.rowcount == 0:
                 raise LookupError(LONG_SESSION)
-            cur.executemany(RAW_INSERT, rows)
+            raw_insert_rows(cur, rows)
             cur.execute("COMMIT")
         except BaseException:
             cur.execute("ROLLBACK")
@@ -332,7 +333,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
         def raw_flush(sid: str, count: int, tool_calls: int, rows: list[tuple[Any, ...]]) -> None:
             """One transaction: the counters UPDATE, then the rows' INSERT (one execute
-            for one row, one executemany for several: what the library runs); then the
+            for one row, multi-row INSERTs for several: what the library runs); then the
             store's FTS merge when due."""
             cur.execute("BEGIN IMMEDIATE")
             try:
@@ -342,7 +343,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 if len(rows) == 1:
                     cur.execute(RAW_INSERT, rows[0])
                 else:
-                    cur.executemany(RAW_INSERT, rows)
+                    raw_insert_rows(cur, rows)
                 cur.execute("COMMIT")
             except BaseException:
                 cur.execute("ROLLBACK")

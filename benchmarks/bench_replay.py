@@ -9,7 +9,8 @@ uid (the seed's overlap search against the stored tail).
 
 The raw side does what a replay must at least do, on a copy of the same store: read and
 parse the JSON lines, ``BEGIN IMMEDIATE``, read the session's stored uids, the counters
-``UPDATE``, one ``executemany`` INSERT of the new rows (both FTS triggers fire),
+``UPDATE``, the new rows in multi-row INSERTs as the library writes them (both FTS
+triggers fire),
 ``COMMIT``. Row tuples are built while timed on both sides (parsing is part of the
 work). Linear scaling shows as a flat "us/record" column.
 
@@ -25,7 +26,6 @@ from typing import Any
 
 from _common import (
     INSERT_COLUMNS,
-    RAW_INSERT,
     RAW_UPDATE_COUNTERS,
     Result,
     Sample,
@@ -37,6 +37,7 @@ from _common import (
     payload,
     print_table,
     raw_connect,
+    raw_insert_rows,
     run_main,
     store_db,
     timed,
@@ -87,7 +88,7 @@ def raw_recover(db: Path, data: bytes) -> int:
             row = message_to_row(SID, m)
             rows.append(tuple(row[c] for c in INSERT_COLUMNS))
         cur.execute(RAW_UPDATE_COUNTERS, (len(rows), tool_calls_of(messages), SID))
-        cur.executemany(RAW_INSERT, rows)
+        raw_insert_rows(cur, rows)
         cur.execute("COMMIT")
     finally:
         con.close()
