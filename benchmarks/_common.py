@@ -35,7 +35,11 @@ from sqlalchemy import event
 from hermes_repo.codec import message_to_row
 from hermes_repo.engine import BUSY_TIMEOUT_MS, DB_NAME, Driver, select_driver
 from hermes_repo.models import messages_table
-from hermes_repo.repositories.messages import multi_insert_parts, multi_insert_sql
+from hermes_repo.repositories.messages import (
+    APPEND_ROWS_PER_INSERT,
+    multi_insert_parts,
+    multi_insert_sql,
+)
 from hermes_repo.schema.fts.merge import MERGE_STATEMENTS, MergeCadence
 from hermes_repo.store import StateStore
 
@@ -67,7 +71,8 @@ def raw_insert_rows(cur: Any, rows: Sequence[tuple[Any, ...]]) -> None:
     row, which made FTS5 write a segment a row."""
     version = driver().module.sqlite_version_info
     start = 0
-    for per in multi_insert_parts(len(rows), len(INSERT_COLUMNS), version):
+    width = len(INSERT_COLUMNS)
+    for per in multi_insert_parts(len(rows), width, version, APPEND_ROWS_PER_INSERT):
         params = tuple(chain.from_iterable(rows[start : start + per]))
         cur.execute(multi_insert_sql(INSERT_COLUMNS, per), params)
         start += per

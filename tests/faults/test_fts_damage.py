@@ -230,7 +230,7 @@ def test_reopen_rebuilds_the_index_to_match_the_canonical_rows(
 # Whether SQLite had already rolled the transaction back when the error arrived, for
 # units of 5 messages on this corpus, pinned for the two builds the project runs on:
 # 3.40 always rolls back; 3.53 keeps the unit's transaction open after the failing
-# statement (the seed's 320 rows are written in two multi-row INSERTs, so the index
+# statement (the seed's 320 rows are written in five multi-row INSERTs, so the index
 # holds few segments and the damage is met by a statement, not at COMMIT). Either way
 # the store rolls back itself and replays the unit from its start.
 ROLLED_BACK = {

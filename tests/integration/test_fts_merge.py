@@ -308,15 +308,16 @@ def test_a_flush_of_ten_messages_adds_one_segment_an_index_and_ids_follow_the_li
 def test_a_batch_of_many_rows_is_written_in_a_few_statements_in_list_order(
     store: StateStore,
 ) -> None:
-    # 300 rows: a statement of 256, then one of the 44 left; each one segment an index.
+    # 300 rows: statements of 64 rows, then one of the 44 left; each one segment an
+    # index at most (FTS5's automerge may merge some of them).
     rows = [{**message(i), "uid": f"u{i:04d}"} for i in range(300)]
     with traced(store) as seen, store.unit_of_work() as uow:
         assert uow.messages.append_many(SESSION, rows) == 300
         uow.commit()
     # The driver reports a statement again at each trigger it fires: once each.
     inserts = list(dict.fromkeys(sql for sql in seen if sql.startswith("INSERT INTO messages (")))
-    assert [sql.count("),(") + 1 for sql in inserts] == [256, 44]
-    assert {ix: len(ids) for ix, ids in segment_ids(store).items()} == dict.fromkeys(INDEXES, 2)
+    assert [sql.count("),(") + 1 for sql in inserts] == [64, 64, 64, 64, 44]
+    assert all(1 <= len(ids) <= 5 for ids in segment_ids(store).values())
     with store.engine.connect() as conn:
         ordered = conn.exec_driver_sql(
             "SELECT uid FROM messages WHERE session_id = ? ORDER BY id", (SESSION,)
