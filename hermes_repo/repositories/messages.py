@@ -43,17 +43,17 @@ __all__ = [
 
 _messages = messages_table
 _sessions = sessions_table
-#: Most rows per INSERT of :func:`insert_multi` (an import's or a copy's bulk rows).
+#: Most rows per INSERT of :func:`insert_multi` (:meth:`MessageRepository.insert_rows`).
 _MULTI_ROWS = 1024
 #: Up to this many rows (a transcript flush, a small batch) go in ONE statement of
 #: exactly that many rows: one FTS5 segment an index for the whole batch.
 _EXACT_ROWS = 64
-#: Most rows per INSERT of an append's batch (``append_many``, ``append_rows``): a
-#: batch of 1,000 in statements of 1,024 / 512 / 256... rows left FTS5 large young
-#: segments whose automerge then ran inside the single appends that followed (on the
-#: realistic x0.05 store: 11-22 ms appends, 1.31 ms an append on average over 1,500,
-#: against 1.10 with a statement a row); statements of 64 rows left fewer segments
-#: (9 / 6 against 18 / 19) and 1.01 ms an append.
+#: Most rows per INSERT of an append's batch (``append_many``, ``append_rows``). With
+#: statements of up to 1,024 rows, FTS5 kept larger young segments (11 / 12 segments an
+#: index after the benchmarks' realistic x0.05 fill, against 18 / 19 with a statement a
+#: row) and single appends after such a fill were slower in three back-to-back pairs
+#: (1.15-1.31 against 1.00-1.10 ms of CPU on average); with 64 rows the fill left 9 / 6
+#: and the appends were within the noise of a statement a row (docs/performance.md).
 APPEND_ROWS_PER_INSERT = 64
 _columns = [_messages.c[name] for name in MESSAGE_COLUMNS]
 _insert = insert(_messages)
