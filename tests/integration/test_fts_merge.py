@@ -13,16 +13,15 @@ segment's id).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import event
 
 from hermes_repo import StateStore
 from hermes_repo.schema import fts
 from hermes_repo.schema.fts.merge import MERGE_EVERY, MERGE_STATEMENTS
+from tests.support.sqltrace import traced
 
 SESSION = "chat"
 INDEXES = tuple(ix.name for ix in fts.INDEXES)
@@ -42,30 +41,6 @@ def store(home: Path, driver: str) -> Iterator[StateStore]:
             uow.sessions.create(id=SESSION)
             uow.commit()
         yield opened
-
-
-@contextmanager
-def traced(store: StateStore) -> Iterator[list[str]]:
-    """Every statement the store's connections run, as SQLite reports them (the
-    statements SQLite runs on its own behalf, ``-- ...``, left out)."""
-    seen: list[str] = []
-    conns: list[Any] = []
-
-    def record(sql: str) -> None:
-        if not sql.startswith("--"):
-            seen.append(sql)
-
-    def on_checkout(dbapi_conn: Any, _record: Any, _proxy: Any) -> None:
-        dbapi_conn.set_trace_callback(record)
-        conns.append(dbapi_conn)
-
-    event.listen(store.engine.pool, "checkout", on_checkout)
-    try:
-        yield seen
-    finally:
-        event.remove(store.engine.pool, "checkout", on_checkout)
-        for c in conns:
-            c.set_trace_callback(None)
 
 
 def merges_in(seen: list[str]) -> int:
@@ -111,14 +86,14 @@ def hits(store: StateStore) -> dict[str, list[tuple[str, str]]]:
 def test_the_indexes_are_merged_after_the_fiftieth_message_in_their_own_transaction(
     store: StateStore,
 ) -> None:
-    with traced(store) as before_due:
+    with traced(store.engine) as before_due:
         append_each(store, 0, MERGE_EVERY - 1)
     assert merges_in(before_due) == 0
     spread = segments(store)
     assert all(n > 1 for n in spread.values()), spread
     found = hits(store)
 
-    with traced(store) as seen:
+    with traced(store.engine) as seen:
         append_each(store, MERGE_EVERY - 1, 1)
 
     # The caller's unit committed first; the merge ran after it, each index once, in a
@@ -145,7 +120,7 @@ def test_the_indexes_are_merged_after_the_fiftieth_message_in_their_own_transact
 
 
 def test_flushes_and_units_count_toward_the_same_cadence(store: StateStore) -> None:
-    with traced(store) as seen:
+    with traced(store.engine) as seen:
         for group in range(4):  # 40 messages in groups of ten: not due yet
             store.append_messages(SESSION, [message(group * 10 + k) for k in range(10)])
         assert merges_in(seen) == 0
@@ -181,7 +156,7 @@ def test_a_write_lock_held_by_another_connection_skips_the_merge_and_the_write_s
             other.close()
 
     monkeypatch.setattr(database, "_merge_on_driver", held_during_merge)
-    with traced(store) as seen:
+    with traced(store.engine) as seen:
         row_id = store.append_message(SESSION, message(MERGE_EVERY - 1))
     assert holders, "the merge was not due"
     assert row_id > 0
@@ -198,7 +173,7 @@ def test_a_write_lock_held_by_another_connection_skips_the_merge_and_the_write_s
     monkeypatch.undo()
 
     # Still due: the next write merges.
-    with traced(store) as next_write:
+    with traced(store.engine) as next_write:
         append_each(store, MERGE_EVERY, 1)
     assert merges_in(next_write) == len(MERGE_STATEMENTS)
 
@@ -208,7 +183,7 @@ def test_a_detached_index_is_never_merged(store: StateStore) -> None:
     store.write(lambda uow: fts.detach(uow.connection, index=None, error="detached by a test"))
     frozen = index_rows(store)
 
-    with traced(store) as seen:
+    with traced(store.engine) as seen:
         (last,) = append_each(store, MERGE_EVERY - 1, 1)
 
     # The merge's statements ran (it was due) and left the detached index as it was.
@@ -311,7 +286,7 @@ def test_a_batch_of_many_rows_is_written_in_a_few_statements_in_list_order(
     # 300 rows: statements of 64 rows, then one of the 44 left; each one segment an
     # index at most (FTS5's automerge may merge some of them).
     rows = [{**message(i), "uid": f"u{i:04d}"} for i in range(300)]
-    with traced(store) as seen, store.unit_of_work() as uow:
+    with traced(store.engine) as seen, store.unit_of_work() as uow:
         assert uow.messages.append_many(SESSION, rows) == 300
         uow.commit()
     # The driver reports a statement again at each trigger it fires: once each.
