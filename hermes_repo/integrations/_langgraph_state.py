@@ -7,7 +7,7 @@ hands it; none commits. Values are the framework serializer's ``(type, bytes)`` 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import Checkpoint, CheckpointTuple, writes_sort_key
@@ -27,9 +27,13 @@ from hermes_repo.models import (
 from hermes_repo.models import (
     langgraph_writes_table as WR,
 )
+from hermes_repo.models import (
+    sessions_table as SE,
+)
 
 from ._langgraph_rows import (
     MESSAGES_CHANNEL,
+    THREAD_KEY,
     dialect_insert,
     message_rows,
     new_message_rows,
@@ -344,22 +348,210 @@ def delete_rows(conn: Connection, session_id: str) -> None:
 
 
 def delete_runs(conn: Connection, serde: SerializerProtocol, run_ids: Sequence[str]) -> None:
-    """The checkpoints of these runs, their writes, and the values only they named."""
-    touched: set[tuple[str, str]] = set()
+    """The checkpoints of these runs, their writes, and the values only they named.
+
+    Refused, before anything is deleted, when a checkpoint that stays rebuilds a
+    ``DeltaChannel`` value from the doomed checkpoints (:func:`broken_delta_chains`)."""
+    doomed: dict[tuple[str, str], set[str]] = {}
+    runs: dict[tuple[str, str, str], str] = {}
     for part in _chunks(list(run_ids)):
         found = conn.execute(
-            select(CK.c.session_id, CK.c.checkpoint_ns, CK.c.checkpoint_id).where(
+            select(CK.c.session_id, CK.c.checkpoint_ns, CK.c.checkpoint_id, CK.c.run_id).where(
                 CK.c.run_id.in_(part)
             )
         ).all()
-        keys = [(sid, ns, cid) for sid, ns, cid in found]
-        touched.update((sid, ns) for sid, ns, _ in keys)
-        write_keys = tuple_(WR.c.session_id, WR.c.checkpoint_ns, WR.c.checkpoint_id)
+        for sid, ns, cid, run_id in found:
+            doomed.setdefault((sid, ns), set()).add(cid)
+            runs[(sid, ns, cid)] = run_id
+    for (sid, ns), cids in sorted(doomed.items()):
+        broken = broken_delta_chains(conn, serde, sid, ns, cids)
+        if broken:
+            _refuse_runs(conn, sid, ns, broken, runs)
+    write_keys = tuple_(WR.c.session_id, WR.c.checkpoint_ns, WR.c.checkpoint_id)
+    for (sid, ns), cids in sorted(doomed.items()):
+        keys = [(sid, ns, cid) for cid in sorted(cids)]
         for keys_part in _chunks(keys):
             conn.execute(delete(WR).where(write_keys.in_(keys_part)))
-        conn.execute(delete(CK).where(CK.c.run_id.in_(part)))
-    for sid, ns in sorted(touched):
+            conn.execute(
+                delete(CK).where(
+                    tuple_(CK.c.session_id, CK.c.checkpoint_ns, CK.c.checkpoint_id).in_(keys_part)
+                )
+            )
         collect_blobs(conn, serde, sid, ns)
+
+
+class BrokenChain(NamedTuple):
+    """A checkpoint that stays and the ``DeltaChannel`` values a deletion would cut
+    off the history LangGraph rebuilds them from."""
+
+    checkpoint_id: str
+    run_id: str | None
+    channels: tuple[str, ...]
+    #: The doomed checkpoints its rebuild reads (their writes, or the snapshot).
+    needs: frozenset[str]
+
+
+def broken_delta_chains(
+    conn: Connection,
+    serde: SerializerProtocol,
+    session_id: str,
+    ns: str,
+    doomed: Collection[str],
+) -> list[BrokenChain]:
+    """The checkpoints of a namespace that stay when ``doomed`` are deleted but whose
+    ``DeltaChannel`` values LangGraph would then rebuild differently (empty or short).
+
+    A ``DeltaChannel`` stores a full value (a snapshot) only every
+    ``snapshot_frequency`` updates; a checkpoint in between names a version with no
+    stored value, and LangGraph (``get_delta_channel_history``) rebuilds it by walking
+    the checkpoint's parents, collecting each one's pending writes to the channel,
+    until a parent that stores a value for it (the seed). A parent that is gone ends
+    the walk silently, as if the history began there. Deleting a checkpoint on that
+    walk therefore changes the value unless it and every parent after it on the walk
+    hold no write to the channel and no seed. The channels are the ones LangGraph
+    counts in ``counters_since_delta_snapshot`` (only delta channels are)."""
+    doomed = set(doomed)
+    rows = conn.execute(
+        select(
+            CK.c.checkpoint_id,
+            CK.c.parent_checkpoint_id,
+            CK.c.run_id,
+            CK.c.checkpoint_type,
+            CK.c.checkpoint,
+            CK.c.metadata_type,
+            CK.c.metadata,
+        ).where(CK.c.session_id == session_id, CK.c.checkpoint_ns == ns)
+    ).all()
+    parents: dict[str, str | None] = {}
+    runs: dict[str, str | None] = {}
+    counted: dict[str, set[str]] = {}
+    delta: set[str] = set()
+    for cid, parent, run_id, _, _, metadata_type, metadata in rows:
+        parents[cid] = parent
+        runs[cid] = run_id
+        counters = serde.loads_typed((metadata_type, _bytes(metadata))).get(DELTA_COUNTERS)
+        if isinstance(counters, Mapping) and counters:
+            counted[cid] = {str(channel) for channel in counters}
+            delta.update(counted[cid])
+    if not any(cid not in doomed for cid in counted):
+        return []  # no checkpoint that stays rebuilds a delta channel
+    versions: dict[str, dict[str, str]] = {}
+    for cid, _, _, checkpoint_type, checkpoint, _, _ in rows:
+        found = serde.loads_typed((checkpoint_type, _bytes(checkpoint)))["channel_versions"]
+        versions[cid] = {c: str(v) for c, v in found.items() if c in delta}
+    stored = {
+        (channel, version)
+        for channel, version, type_ in conn.execute(
+            select(BL.c.channel, BL.c.version, BL.c.type).where(
+                BL.c.session_id == session_id,
+                BL.c.checkpoint_ns == ns,
+                BL.c.channel.in_(sorted(delta)),
+            )
+        )
+        if type_ != "empty"
+    }
+    written = {
+        (cid, channel)
+        for cid, channel in conn.execute(
+            select(WR.c.checkpoint_id, WR.c.channel)
+            .where(
+                WR.c.session_id == session_id,
+                WR.c.checkpoint_ns == ns,
+                WR.c.channel.in_(sorted(delta)),
+            )
+            .distinct()
+        )
+    }
+
+    def seeded(cid: str, channel: str) -> bool:
+        version = versions[cid].get(channel)
+        return version is not None and (channel, version) in stored
+
+    # Per channel, for the walk that starts at a checkpoint (inclusive): the doomed
+    # checkpoints whose loss changes what it collects (empty when none does), and
+    # whether anything from there on contributes (a write or the seed).
+    cut: dict[tuple[str, str], frozenset[str]] = {}
+    feeds: dict[tuple[str, str], bool] = {}
+
+    def walk(start: str, channel: str) -> frozenset[str]:
+        path: list[str] = []
+        on_path: set[str] = set()
+        cid: str | None = start
+        while cid is not None and cid in parents and (cid, channel) not in cut:
+            if cid in on_path:
+                break  # a damaged chain that loops: LangGraph's walk would not end
+            path.append(cid)
+            on_path.add(cid)
+            if seeded(cid, channel):
+                break
+            cid = parents[cid]
+        tail_cut: frozenset[str] = frozenset()
+        tail_feeds = False
+        if cid is not None and (cid, channel) in cut:
+            tail_cut, tail_feeds = cut[(cid, channel)], feeds[(cid, channel)]
+        for cid in reversed(path):
+            if seeded(cid, channel):
+                tail_cut, tail_feeds = frozenset(), True
+            else:
+                tail_feeds = tail_feeds or (cid, channel) in written
+            if cid in doomed and tail_feeds:
+                tail_cut = tail_cut | {cid}
+            cut[(cid, channel)], feeds[(cid, channel)] = tail_cut, tail_feeds
+        return cut[(start, channel)]
+
+    broken = []
+    for cid in sorted(counted):
+        if cid in doomed:
+            continue
+        parent = parents[cid]
+        lost: set[str] = set()
+        channels = []
+        for channel in sorted(counted[cid]):
+            if channel not in versions[cid] or seeded(cid, channel):
+                continue  # never written on this branch, or its value is stored here
+            if parent is None or parent not in parents:
+                continue
+            needs = walk(parent, channel)
+            if needs:
+                channels.append(channel)
+                lost |= needs
+        if channels:
+            broken.append(BrokenChain(cid, runs[cid], tuple(channels), frozenset(lost)))
+    return broken
+
+
+def _thread_name(conn: Connection, session_id: str) -> str:
+    found = conn.execute(select(SE.c.title, SE.c.extra).where(SE.c.id == session_id)).first()
+    if found is None:
+        return session_id
+    extra = loads(found.extra) if found.extra is not None else {}
+    return str(extra.get(THREAD_KEY) or found.title or session_id)
+
+
+def _refuse_runs(
+    conn: Connection,
+    session_id: str,
+    ns: str,
+    broken: Sequence[BrokenChain],
+    runs: Mapping[tuple[str, str, str], str],
+) -> None:
+    thread = _thread_name(conn, session_id)
+    cut = sorted({runs[(session_id, ns, cid)] for b in broken for cid in b.needs})
+    channels = sorted({c for b in broken for c in b.channels})
+    later = sorted({str(b.run_id) for b in broken if b.run_id is not None})
+    where = f" in namespace {ns!r}" if ns else ""
+    also = f" (run{'s' if len(later) > 1 else ''} {', '.join(map(repr, later))})" if later else ""
+    raise InvalidArgumentError(
+        f"delete_for_runs refused for LangGraph thread {thread!r}: deleting the "
+        f"checkpoints of run{'s' if len(cut) > 1 else ''} {', '.join(map(repr, cut))}"
+        f"{where} would break the DeltaChannel values ({', '.join(channels)}) of "
+        f"{len(broken)} checkpoint{'s' if len(broken) > 1 else ''} that stay{also}: "
+        "LangGraph rebuilds those values from the writes of earlier checkpoints, back "
+        "to the channel's last snapshot, and would rebuild them empty or short. "
+        "Nothing was deleted. Delete the runs that depend on it in the same call "
+        f"(delete_for_runs({[*cut, *(r for r in later if r not in cut)]!r})), or the whole "
+        "thread (delete_thread, or prune(strategy='delete')); or keep the run"
+    )
 
 
 #: The checkpoint metadata key in which LangGraph counts, per ``DeltaChannel``, the

@@ -428,7 +428,27 @@ class HermesSaver(BaseCheckpointSaver[str]):
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints of these runs (``metadata["run_id"]``), in every
-        thread and namespace, with their writes and the values only they named."""
+        thread and namespace, with their writes and the values only they named.
+
+        Refuses the whole call (:class:`~hermes_repo.InvalidArgumentError` naming the
+        thread, the runs, the channels and the runs that depend on them; nothing
+        deleted, in any thread) when a checkpoint that stays holds ``DeltaChannel``
+        values rebuilt from the doomed checkpoints. LangGraph stores such a value
+        whole only every ``snapshot_frequency`` updates; in between it rebuilds it by
+        walking the checkpoint's parents and replaying their pending writes back to
+        the last snapshot, and a missing parent ends that walk without an error, so
+        the value would come back short or empty. A thread's next run starts from the
+        previous run's last checkpoint: deleting an earlier run of a thread that uses
+        a ``DeltaChannel`` is refused unless the runs after it are deleted in the same
+        call or have snapshotted every delta channel since. Runs of graphs without delta
+        channels, the newest run, and delta values snapshotted since are deleted as
+        before.
+
+        LangGraph's own savers do not have this operation: ``InMemorySaver``,
+        ``SqliteSaver``, ``AsyncSqliteSaver`` (langgraph-checkpoint-sqlite 3.1.2) and
+        ``PostgresSaver``, ``AsyncPostgresSaver`` (langgraph-checkpoint-postgres 3.2.0) raise
+        ``NotImplementedError``, and ``BaseCheckpointSaver.delete_for_runs`` only
+        warns that deleting these rows silently corrupts the channel."""
         ids = [str(run_id) for run_id in run_ids]
         if ids:
             self.store.write(lambda uow: state.delete_runs(uow.connection, self.serde, ids))
