@@ -255,3 +255,69 @@ def test_langgraph_rebuilds_a_delta_value_short_once_its_ancestors_are_gone(
 
     state = _graph(saver, Rare).get_state(_config("deltas"))
     assert state.values["items"] == ["input-1", "item-3"]
+
+
+def _schema(frequency: int) -> type[Any]:
+    # The functional form: a class body's annotation would be read after this returns.
+    channel = DeltaChannel(_extend, snapshot_frequency=frequency)
+    return TypedDict("Items", {"items": Annotated[list[str], channel]})  # type: ignore[operator]
+
+
+def _states(saver: HermesSaver, graph: Any, thread: str) -> dict[str, list[str]]:
+    """Every checkpoint's value of ``items`` as LangGraph rebuilds it."""
+    return {
+        t.config["configurable"]["checkpoint_id"]: graph.get_state(t.config).values.get("items")
+        for t in saver.list(_config(thread))
+    }
+
+
+@pytest.mark.parametrize("frequency", [1, 2, 3, 100])
+def test_delete_for_runs_refuses_exactly_when_a_checkpoint_that_stays_would_read_otherwise(
+    store: StateStore, frequency: int
+) -> None:
+    """Every set of runs of a three-run thread, at several snapshot cadences: the call
+    deletes when every checkpoint that stays reads the same value after, and is
+    refused (nothing deleted) when deleting those runs' rows around the saver changes
+    what LangGraph reads for one of them."""
+    saver = HermesSaver(store)
+    schema = _schema(frequency)
+    graph = _graph(saver, schema)
+    outcomes = set()
+    for mask in range(1, 8):
+        thread = f"f{frequency}-m{mask}"
+        for n in range(3):
+            graph.invoke({"items": [f"input-{n}"]}, _config(thread, f"{thread}-run-{n}"))
+        doomed = [f"{thread}-run-{n}" for n in range(3) if mask & (1 << n)]
+        before = _states(saver, graph, thread)
+        rows = _rows(store, thread)
+        try:
+            saver.delete_for_runs(doomed)
+        except InvalidArgumentError:
+            assert _rows(store, thread) == rows
+            _drop_runs_around_the_saver(store, thread, doomed)
+            after = _states(saver, graph, thread)
+            assert any(after[cid] != before[cid] for cid in after), (mask, "refused needlessly")
+            outcomes.add("refused")
+        else:
+            after = _states(saver, graph, thread)
+            assert after == {cid: before[cid] for cid in after}, (mask, "deleted a needed run")
+            outcomes.add("deleted")
+    # A run writes the channel twice: at a cadence of 1 or 2 it ends on a snapshot, and
+    # the next run's walk stops at its own first checkpoint (naming that snapshot's
+    # version); at 3 or 100 the next run reads the earlier runs' writes.
+    assert outcomes == ({"deleted"} if frequency <= 2 else {"deleted", "refused"})
+
+
+def _drop_runs_around_the_saver(store: StateStore, thread: str, run_ids: list[str]) -> None:
+    sid = session_id_for(thread)
+    cks, wr = langgraph_checkpoints_table, langgraph_writes_table
+
+    def drop(uow: Any) -> None:
+        doomed = cks.c.session_id == sid, cks.c.run_id.in_(run_ids)
+        ids = select(cks.c.checkpoint_id).where(*doomed)
+        uow.connection.execute(
+            wr.delete().where(wr.c.session_id == sid, wr.c.checkpoint_id.in_(ids))
+        )
+        uow.connection.execute(cks.delete().where(*doomed))
+
+    store.write(drop)
