@@ -275,19 +275,24 @@ def _states(saver: HermesSaver, graph: Any, thread: str) -> dict[str, list[str]]
 def test_delete_for_runs_refuses_exactly_when_a_checkpoint_that_stays_would_read_otherwise(
     store: StateStore, frequency: int
 ) -> None:
-    """Every set of runs of a three-run thread, at several snapshot cadences: the call
-    deletes when every checkpoint that stays reads the same value after, and is
-    refused (nothing deleted) when deleting those runs' rows around the saver changes
-    what LangGraph reads for one of them."""
+    """Every set of runs of a thread of three runs and a fork (a fourth run from the
+    first run's last checkpoint), at several snapshot cadences: the call deletes when
+    every checkpoint that stays reads the same value after, and is refused (nothing
+    deleted) when deleting those runs' rows around the saver changes what LangGraph
+    reads for one of them."""
     saver = HermesSaver(store)
     schema = _schema(frequency)
     graph = _graph(saver, schema)
     outcomes = set()
-    for mask in range(1, 8):
+    for mask in range(1, 16):
         thread = f"f{frequency}-m{mask}"
         for n in range(3):
             graph.invoke({"items": [f"input-{n}"]}, _config(thread, f"{thread}-run-{n}"))
-        doomed = [f"{thread}-run-{n}" for n in range(3) if mask & (1 << n)]
+        first = next(saver.list(_config(thread), filter={"run_id": f"{thread}-run-0"}, limit=1))
+        fork = _config(thread, f"{thread}-run-3")
+        fork["configurable"]["checkpoint_id"] = first.config["configurable"]["checkpoint_id"]
+        graph.invoke({"items": ["input-3"]}, fork)
+        doomed = [f"{thread}-run-{n}" for n in range(4) if mask & (1 << n)]
         before = _states(saver, graph, thread)
         rows = _rows(store, thread)
         try:
