@@ -22,6 +22,7 @@ from hermes_repo.models import langgraph_checkpoints_table as CK
 from hermes_repo.models import langgraph_writes_table as WR
 from hermes_repo.models import messages_table
 from tests.support.locking import write_lock_held_by_another_process
+from tests.support.sqltrace import count, traced, write_commits
 
 pytestmark = pytest.mark.sqlite_only
 
@@ -200,3 +201,37 @@ def test_a_put_and_put_writes_locked_past_the_budget_write_nothing(
             return int(conn.execute(select(func.count()).select_from(WR)).scalar())
 
         assert store.read(pending) == 0
+
+
+def test_a_put_of_a_known_thread_is_one_write_transaction_without_a_lookup_of_stored_uids(
+    store: StateStore,
+) -> None:
+    saver = HermesSaver(store)
+    said = _conversation(1)
+    _put(saver, "traced", said[:1], 1)
+    with traced(store.engine) as seen:
+        _put(saver, "traced", said[:2], 2)
+    assert write_commits(seen) == 1
+    # The owner's read comes first: nothing is written before the session is known
+    # to be the thread's.
+    statements = [sql.split(" (")[0] for sql in seen]
+    assert statements[:2] == [
+        "BEGIN IMMEDIATE",
+        "SELECT sessions.source, sessions.extra FROM sessions WHERE sessions.id = 'traced'",
+    ]
+    assert statements[-1] == "COMMIT"
+    assert not [sql for sql in seen if "FROM messages" in sql]
+    assert count(seen, "INSERT INTO MESSAGES") == 1
+    assert _uids(store, "traced") == [("langgraph:h-0", True), ("langgraph:ai-0", True)]
+
+
+def test_get_tuple_reads_the_checkpoint_and_its_values_in_one_read_transaction(
+    store: StateStore,
+) -> None:
+    saver = HermesSaver(store)
+    stored = _put(saver, "snapshot", _conversation(1), 1)
+    saver.put_writes(stored, [("step", 2)], task_id="t")
+    with traced(store.engine) as seen:
+        found = saver.get_tuple({"configurable": {"thread_id": "snapshot"}})
+    assert found is not None and found.pending_writes == [("t", "step", 2)]
+    assert [sql.split(" ")[0] for sql in seen] == ["BEGIN", "SELECT", "SELECT", "COMMIT"]
