@@ -161,8 +161,13 @@ class HermesSaver(BaseCheckpointSaver[str]):
     they are durable. The session row is locked by each write (``FOR UPDATE`` on a
     server), so concurrent writers of one thread take turns and never interleave a
     checkpoint's rows. Past the budget the store's error (a
-    :class:`~hermes_repo.HermesRepoError`) reaches the graph. The async methods run the
-    same work in a worker thread: the event loop never waits on the database.
+    :class:`~hermes_repo.HermesRepoError`) reaches the graph. On SQLite a put of a
+    thread this saver wrote before, every put_writes and every get_tuple run their
+    statements on the driver's cursor, as the store's own appends and loads do (the
+    message rows through the store's message repository all the same); anything
+    unusual there (a session to create, a lock, a message another writer stored) goes
+    to the unit of work. The async methods run the same work in a worker thread: the
+    event loop never waits on the database.
 
     **What delete does:** :meth:`delete_thread` deletes the thread's checkpoints,
     values and writes (LangGraph sees no thread any more) and archives its message rows
