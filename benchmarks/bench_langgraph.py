@@ -16,6 +16,9 @@ checkpoint only.
 
 * put: ``put`` of 50 consecutive checkpoints on a fresh thread (each with its new
   channel values);
+* put, no message row: the same with the conversation in a channel named ``history``
+  instead of ``messages``, which HermesSaver keeps in the checkpoint only: what a put
+  costs without the searchable message row;
 * put_writes: ``put_writes`` of one task's 2 writes, on 50 checkpoints;
 * get_tuple: ``get_tuple`` of the newest checkpoint of a 1,000-checkpoint thread;
 * list: ``list(limit=20)`` and the whole ``list`` of that thread.
@@ -56,8 +59,11 @@ TEXT = (
 class Thread:
     """The checkpoints of one chat thread, made as LangGraph makes them."""
 
-    def __init__(self, saver: BaseCheckpointSaver[Any], thread_id: str) -> None:
+    def __init__(
+        self, saver: BaseCheckpointSaver[Any], thread_id: str, channel: str = "messages"
+    ) -> None:
         self.saver = saver
+        self.channel = channel
         self.config: dict[str, Any] = {
             "configurable": {"thread_id": thread_id, "checkpoint_ns": ""}
         }
@@ -70,7 +76,7 @@ class Thread:
         n = self.step
         kind = HumanMessage if n % 2 == 0 else AIMessage
         self.messages = [*self.messages, kind(content=f"{n}: {TEXT}", id=f"m-{n}")][-WINDOW:]
-        values = {"messages": self.messages, "step": n, "scratch": f"{n:04d}" * 256}
+        values = {self.channel: self.messages, "step": n, "scratch": f"{n:04d}" * 256}
         new = {
             channel: self.saver.get_next_version(self.versions.get(channel), None)
             for channel in values
@@ -101,9 +107,11 @@ def pair_results(
             thread.put()
         long[tag] = thread
 
-    def put_case(saver: BaseCheckpointSaver[Any], tag: str) -> Callable[[int], None]:
+    def put_case(
+        saver: BaseCheckpointSaver[Any], tag: str, channel: str = "messages"
+    ) -> Callable[[int], None]:
         def go(i: int) -> None:
-            thread = Thread(saver, f"put-{tag}-{i}")
+            thread = Thread(saver, f"put-{channel}-{tag}-{i}", channel)
             for _ in range(puts):
                 thread.put()
 
@@ -150,6 +158,12 @@ def pair_results(
             runs,
             put_case(ours, "ours"),
             put_case(theirs, "theirs"),
+        ),
+        interleave(
+            Result(f"{label}: put, no message row", "ms", work=puts),
+            runs,
+            put_case(ours, "ours", "history"),
+            put_case(theirs, "theirs", "history"),
         ),
         interleave(
             Result(f"{label}: put_writes, 2 writes", "ms", work=puts),

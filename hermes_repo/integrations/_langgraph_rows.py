@@ -25,6 +25,7 @@ from ._ids import door_session_id
 
 __all__ = [
     "GENERATION_KEY",
+    "LOCK_OWNER",
     "MESSAGES_CHANNEL",
     "SOURCE",
     "THREAD_KEY",
@@ -69,8 +70,9 @@ _CHUNK = 500
 
 # Built once: every put and put_writes runs them, and building a statement (its
 # ``FOR UPDATE``, its IN list) cost more than SQLite running it. An expanding
-# parameter keeps one compiled form per list length.
-_LOCK_OWNER = (
+# parameter keeps one compiled form per list length. ``LOCK_OWNER``: the thread's
+# session's source and ``extra``, its row locked for the unit (on a server).
+LOCK_OWNER = (
     select(sessions_table.c.source, sessions_table.c.extra)
     .where(sessions_table.c.id == bindparam("sid"))
     .with_for_update()
@@ -129,7 +131,7 @@ def _locked_owner(conn: Connection, session_id: str) -> tuple[str, dict[str, Any
     """The session's source and ``extra``, its row locked until the unit ends (what
     :meth:`SessionRepository.source_and_extra` with ``lock`` reads, on a statement built
     once: the saver's session ids are valid by construction, see :func:`session_id_for`)."""
-    row = conn.execute(_LOCK_OWNER, {"sid": validate_session_id(session_id)}).first()
+    row = conn.execute(LOCK_OWNER, {"sid": validate_session_id(session_id)}).first()
     if row is None:
         return None
     source, extra = row

@@ -6,6 +6,7 @@ hands it; none commits. Values are the framework serializer's ``(type, bytes)`` 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, cast
 
@@ -45,6 +46,7 @@ __all__ = [
     "collect_blobs",
     "copy_rows",
     "delete_rows",
+    "read_tuple",
     "tuples_of",
 ]
 
@@ -213,34 +215,74 @@ def one_tuple(
     not the thread's (given its source and ``extra``) before anything of it is decoded."""
     dbapi = conn.connection.dbapi_connection
     assert dbapi is not None
+    cursor = dbapi.cursor()
+    try:
+        return _tuple_on(cursor, serde, session_id, ns, checkpoint_id, thread_id, check, server)
+    finally:
+        cursor.close()
 
+
+def read_tuple(
+    cursor: Any,
+    serde: SerializerProtocol,
+    session_id: str,
+    ns: str,
+    checkpoint_id: str | None,
+    thread_id: Any,
+    check: Callable[[str, dict[str, Any]], None],
+) -> CheckpointTuple | None:
+    """:func:`one_tuple` on a SQLite driver cursor outside SQLAlchemy (the store's
+    ``read_on_driver``): the two statements in one read transaction of their own
+    (one snapshot: a thread deleted between them is not read half), unless the
+    cursor's connection is in one already (a replay after a lock)."""
+    dbapi = cursor.connection
+    if dbapi.in_transaction:
+        return _tuple_on(cursor, serde, session_id, ns, checkpoint_id, thread_id, check, False)
+    cursor.execute("BEGIN")
+    try:
+        found = _tuple_on(cursor, serde, session_id, ns, checkpoint_id, thread_id, check, False)
+    except BaseException:
+        if dbapi.in_transaction:
+            with contextlib.suppress(Exception):  # the read's own error is the one to see
+                cursor.execute("ROLLBACK")
+        raise
+    cursor.execute("COMMIT")
+    return found
+
+
+def _tuple_on(
+    cursor: Any,
+    serde: SerializerProtocol,
+    session_id: str,
+    ns: str,
+    checkpoint_id: str | None,
+    thread_id: Any,
+    check: Callable[[str, dict[str, Any]], None],
+    server: bool,
+) -> CheckpointTuple | None:
     def sql(text: str) -> str:
         return text.replace("?", "%s") if server else text
 
-    cursor = dbapi.cursor()
-    try:
-        if checkpoint_id:
-            cursor.execute(sql(_BY_ID_SQL), (ns, checkpoint_id, session_id))
-        else:
-            cursor.execute(sql(_LATEST_SQL), (ns, session_id, ns, session_id))
-        row = cursor.fetchone()
-        if row is None:
-            return None
-        source, extra, cid, parent, checkpoint_type, body, metadata_type, metadata = row
-        check(decode_text(source), loads(extra) if extra is not None else {})
-        if cid is None:
-            return None
-        checkpoint = serde.loads_typed((checkpoint_type, _bytes(body)))
-        versions = [(c, str(v)) for c, v in checkpoint["channel_versions"].items()]
-        if versions:
-            text = _BLOBS_AND_WRITES_SQL.format(", ".join(["(?, ?)"] * len(versions)))
-            params = [session_id, ns, *(item for pair in versions for item in pair)]
-            cursor.execute(sql(text), [*params, session_id, ns, cid])
-        else:
-            cursor.execute(sql(_WRITES_SQL), (session_id, ns, cid))
-        found = cursor.fetchall()
-    finally:
-        cursor.close()
+    if checkpoint_id:
+        cursor.execute(sql(_BY_ID_SQL), (ns, checkpoint_id, session_id))
+    else:
+        cursor.execute(sql(_LATEST_SQL), (ns, session_id, ns, session_id))
+    row = cursor.fetchone()
+    if row is None:
+        return None
+    source, extra, cid, parent, checkpoint_type, body, metadata_type, metadata = row
+    check(decode_text(source), loads(extra) if extra is not None else {})
+    if cid is None:
+        return None
+    checkpoint = serde.loads_typed((checkpoint_type, _bytes(body)))
+    versions = [(c, str(v)) for c, v in checkpoint["channel_versions"].items()]
+    if versions:
+        text = _BLOBS_AND_WRITES_SQL.format(", ".join(["(?, ?)"] * len(versions)))
+        params = [session_id, ns, *(item for pair in versions for item in pair)]
+        cursor.execute(sql(text), [*params, session_id, ns, cid])
+    else:
+        cursor.execute(sql(_WRITES_SQL), (session_id, ns, cid))
+    found = cursor.fetchall()
     values: dict[str, Any] = {}
     writes = []
     for kind, *rest in found:

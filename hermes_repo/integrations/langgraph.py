@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import threading
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
 try:
@@ -36,6 +36,7 @@ try:
 
     from . import _langgraph_state as state
     from ._langgraph_rows import (
+        LOCK_OWNER,
         MESSAGES_CHANNEL,
         SOURCE,
         THREAD_KEY,
@@ -59,14 +60,22 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra ins
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
-from hermes_repo import SessionRepository, SessionTakenError, StateStore, UnitOfWork
-from hermes_repo.codec import loads
+from hermes_repo import (
+    MessageRepository,
+    SessionRepository,
+    SessionTakenError,
+    StateStore,
+    UnitOfWork,
+)
+from hermes_repo.codec import decode_text, loads
+from hermes_repo.errors import ErrorKind
 from hermes_repo.models import (
     langgraph_blobs_table,
     langgraph_checkpoints_table,
     langgraph_writes_table,
     sessions_table,
 )
+from hermes_repo.repositories.statements import Statement
 
 __all__ = [
     "DELETE_REASON",
@@ -85,6 +94,30 @@ PRUNE_REASON = "langgraph: prune(strategy='delete')"
 _CK = langgraph_checkpoints_table
 # Sessions whose stored message uids a saver remembers (see HermesSaver._remember).
 _REMEMBERED_SESSIONS = 1024
+# The columns a put or put_writes writes, in the order its SQL text names them.
+_BLOB_KEYS = ("session_id", "checkpoint_ns", "channel", "version", "type", "blob")
+_CHECKPOINT_KEYS = (
+    "session_id",
+    "checkpoint_ns",
+    "checkpoint_id",
+    "parent_checkpoint_id",
+    "run_id",
+    "checkpoint_type",
+    "checkpoint",
+    "metadata_type",
+    "metadata",
+)
+_WRITE_KEYS = (
+    "session_id",
+    "checkpoint_ns",
+    "checkpoint_id",
+    "task_id",
+    "task_path",
+    "idx",
+    "channel",
+    "type",
+    "blob",
+)
 
 
 def _thread(config: RunnableConfig) -> tuple[Any, str, str]:
@@ -128,8 +161,13 @@ class HermesSaver(BaseCheckpointSaver[str]):
     they are durable. The session row is locked by each write (``FOR UPDATE`` on a
     server), so concurrent writers of one thread take turns and never interleave a
     checkpoint's rows. Past the budget the store's error (a
-    :class:`~hermes_repo.HermesRepoError`) reaches the graph. The async methods run the
-    same work in a worker thread: the event loop never waits on the database.
+    :class:`~hermes_repo.HermesRepoError`) reaches the graph. On SQLite a put of a
+    thread this saver wrote before, every put_writes and every get_tuple run their
+    statements on the driver's cursor, as the store's own appends and loads do (the
+    message rows through the store's message repository all the same); anything
+    unusual there (a session to create, a lock, a message another writer stored) goes
+    to the unit of work. The async methods run the same work in a worker thread: the
+    event loop never waits on the database.
 
     **What delete does:** :meth:`delete_thread` deletes the thread's checkpoints,
     values and writes (LangGraph sees no thread any more) and archives its message rows
@@ -166,16 +204,93 @@ class HermesSaver(BaseCheckpointSaver[str]):
             index_elements=["session_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx"],
             set_={name: writes.excluded[name] for name in ("channel", "type", "blob")},
         )
+        # On SQLite, the same statements' SQL text, compiled once, for a put's and a
+        # put_writes' first attempt on the driver's cursor (see _write_fast).
+        self._fast = store.backend.cursor_fast_path
+        if self._fast:
+            self._owner_sql = Statement(LOCK_OWNER)
+            self._blobs_sql = Statement(self._insert_blobs, column_keys=_BLOB_KEYS)
+            self._checkpoint_sql = Statement(self._upsert_checkpoint, column_keys=_CHECKPOINT_KEYS)
+            self._insert_writes_sql = Statement(self._insert_writes, column_keys=_WRITE_KEYS)
+            self._replace_writes_sql = Statement(self._replace_writes, column_keys=_WRITE_KEYS)
+        # The uid prefix of each remembered session's messages when this saver last
+        # committed a put of them (see _remembered).
+        self._prefixes: dict[str, str] = {}
 
     def _known(self, session_id: str) -> frozenset[str]:
         with self._stored_lock:
             return frozenset(self._stored.get(session_id, ()))
 
-    def _remember(self, session_id: str, uids: Sequence[str]) -> None:
+    def _remembered(self, session_id: str) -> tuple[str, frozenset[str]] | None:
+        """The uid prefix of the session's messages and the uids this saver saw
+        committed under it, when it committed a put of the session's messages (else
+        None: it knows nothing of what the session holds)."""
+        with self._stored_lock:
+            prefix = self._prefixes.get(session_id)
+            if prefix is None:
+                return None
+            return prefix, frozenset(self._stored.get(session_id, ()))
+
+    def _remember(self, session_id: str, uids: Sequence[str], prefix: str | None = None) -> None:
         with self._stored_lock:
             if len(self._stored) >= _REMEMBERED_SESSIONS and session_id not in self._stored:
-                self._stored.clear()  # a bound on memory; forgetting only costs a query
-            self._stored.setdefault(session_id, set()).update(uids)
+                # A bound on memory; forgetting only costs a query.
+                self._stored.clear()
+                self._prefixes.clear()
+            known = self._stored.setdefault(session_id, set())
+            if prefix is not None and self._prefixes.get(session_id) != prefix:
+                known.clear()  # the uids of another generation of the thread
+                self._prefixes[session_id] = prefix
+            known.update(uids)
+
+    def _owner_on(self, cursor: Any, thread_id: str, session_id: str) -> dict[str, Any] | None:
+        """The session's ``extra`` read on a SQLite cursor, refused (SessionTakenError)
+        when the session is not this thread's; None when there is no session."""
+        cursor.execute(self._owner_sql.sql, {"sid": session_id})
+        found = cursor.fetchone()
+        if found is None:
+            return None
+        source, extra = found
+        extra = loads(extra) if extra is not None else {}
+        check_owner(thread_id, session_id, decode_text(source), extra)
+        return extra
+
+    def _write_fast(
+        self,
+        work: Callable[[UnitOfWork], Any],
+        fast: Callable[[Any], Any] | None,
+        adds: int = 0,
+    ) -> Any:
+        """``work`` as one unit of work on the store, retried whole within its budget;
+        on SQLite ``fast(cursor)`` is tried once first: the same statements on the
+        driver's cursor, in a ``BEGIN IMMEDIATE`` transaction of their own, as the
+        store's own appends run (through SQLAlchemy they cost more than SQLite running
+        them). ``fast`` returns None, before writing anything, to hand the unit over to
+        ``work`` (a session to create, a state it does not know); it writes ``adds``
+        messages when it commits. A driver error there is judged once, as the store
+        judges its appends': a lock is retried (through ``work``), structural damage
+        quarantines the file, FTS damage detaches the index and ``work`` runs without
+        it; any other (a message uid another writer stored) hands the unit to ``work``,
+        which looks first."""
+        if fast is None or not self._fast:
+            return self.store.write(work)
+        db = self.store.database
+
+        def first_try() -> Any:
+            db.guard.refuse()
+            try:
+                return db._on_driver(fast)
+            except db.driver.module.Error as exc:
+                failure = db.failure(exc)
+                if (
+                    failure.structural
+                    or failure.kind is ErrorKind.TRANSIENT
+                    or db.degradable(failure)
+                ):
+                    raise failure.error from exc
+                return None
+
+        return db.write(work, first_try=first_try, adds=adds)
 
     # -- reads -----------------------------------------------------------------------
 
@@ -193,6 +308,9 @@ class HermesSaver(BaseCheckpointSaver[str]):
         ns = config["configurable"].get("checkpoint_ns", "")
         checkpoint_id = get_checkpoint_id(config)
 
+        def check(source: str, extra: dict[str, Any]) -> None:
+            check_owner(thread_id, sid, source, extra)
+
         def work(conn: Connection) -> CheckpointTuple | None:
             return state.one_tuple(
                 conn,
@@ -201,11 +319,20 @@ class HermesSaver(BaseCheckpointSaver[str]):
                 ns,
                 checkpoint_id,
                 given,
-                lambda source, extra: check_owner(thread_id, sid, source, extra),
+                check,
                 server=not self.store.backend.is_file,
             )
 
-        return self.store.read(work)
+        if not self._fast:
+            return self.store.read(work)
+
+        def on_cursor(cursor: Any) -> CheckpointTuple | None:
+            return state.read_tuple(cursor, self.serde, sid, ns, checkpoint_id, given, check)
+
+        # On the pool's driver connection, without the SQLAlchemy connection and its
+        # transaction objects around it (they cost more than the two statements);
+        # retried and its errors judged as the store's reads are.
+        return self.store.database.read_on_driver(on_cursor)
 
     def list(
         self,
@@ -321,9 +448,16 @@ class HermesSaver(BaseCheckpointSaver[str]):
             else None
         )
 
-        known = self._known(sid) if messages is not None else frozenset()
         server = not self.store.backend.is_file
+        remembered = None
+        if not server and messages is not None:
+            remembered = self._remembered(sid)
+        if remembered is not None:
+            known = remembered[1]
+        else:
+            known = self._known(sid) if messages is not None else frozenset()
         synced: list[str] = []
+        prefixes: list[str] = []
 
         def work(uow: UnitOfWork) -> None:
             extra = own_for_write(uow, thread_id, sid, create=True)
@@ -350,10 +484,43 @@ class HermesSaver(BaseCheckpointSaver[str]):
                 conn.execute(self._insert_blobs, blobs)
             conn.execute(self._upsert_checkpoint, row)
             if messages is not None:
-                synced[:] = state.append_messages(uow, sid, messages, uid_prefix(extra), known)
+                prefix = uid_prefix(extra)
+                synced[:] = state.append_messages(uow, sid, messages, prefix, known)
+                prefixes[:] = [prefix]
 
-        self.store.write(work)
-        if synced:
+        fast: Callable[[Any], Any] | None = None
+        adds = 0
+        if not server and (messages is None or remembered is not None):
+            # The thread's session as this saver left it: the messages it did not see
+            # committed are new (a step adds one or two), so they are inserted without
+            # a lookup. Should another writer have stored one meanwhile, the session's
+            # unique uids refuse the INSERT, the attempt rolls back whole and the unit
+            # (which looks first) stores each message once.
+            prefix = remembered[0] if remembered is not None else ""
+            uids, fresh = ([], []) if messages is None else message_rows(messages, prefix, known)
+            adds = len(fresh)
+
+            def fast(cursor: Any) -> bool | None:
+                extra = self._owner_on(cursor, thread_id, sid)
+                if extra is None:
+                    return None  # the unit creates the session
+                if messages is not None and uid_prefix(extra) != prefix:
+                    return None  # the thread was deleted since: its uids changed
+                if blobs:
+                    cursor.executemany(self._blobs_sql.sql, blobs)
+                cursor.execute(self._checkpoint_sql.sql, row)
+                if fresh:
+                    # The store's message contract on the cursor: the rows and the
+                    # session's counters exactly as a unit's append_many writes them.
+                    MessageRepository(cursor).append_many(sid, fresh)
+                synced[:] = uids
+                prefixes[:] = [prefix] if messages is not None else []
+                return True
+
+        self._write_fast(work, fast, adds)
+        if prefixes:
+            self._remember(sid, synced, prefixes[0])
+        elif synced:
             self._remember(sid, synced)
         stored = {"thread_id": given, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}
         return {"configurable": stored}
@@ -404,8 +571,18 @@ class HermesSaver(BaseCheckpointSaver[str]):
             own_for_write(uow, thread_id, sid, create=True)
             uow.connection.execute(self._replace_writes if replace else self._insert_writes, rows)
 
+        fast: Callable[[Any], Any] | None = None
+        if not server:
+            sql = (self._replace_writes_sql if replace else self._insert_writes_sql).sql
+
+            def fast(cursor: Any) -> bool | None:
+                if self._owner_on(cursor, thread_id, sid) is None:
+                    return None  # the unit creates the session
+                cursor.executemany(sql, rows)
+                return True
+
         if rows:
-            self.store.write(work)
+            self._write_fast(work, fast)
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete the thread's checkpoints, values and writes; archive its message rows
