@@ -8,6 +8,12 @@ Why each hook exists:
   transaction never has to upgrade to a write lock and die with SQLITE_BUSY_SNAPSHOT.
 * PRAGMAs run on the raw connection before any transaction: inside one,
   ``foreign_keys`` silently does nothing.
+* Each connection keeps up to :data:`STATEMENT_CACHE_SIZE` prepared statements (the
+  driver's default is 128). ``pysqlite3``'s statement cache (the one of Python 3.10 and
+  older) replaces its newest entry when full: once a connection has run 128 distinct
+  statement texts, two statements new to the cache evict each other and each is compiled
+  again at every execution, for as long as the connection lives (a flush's ``INSERT``
+  with the full-text triggers is the costliest to compile; docs/performance.md).
 * SQLite 3.7.0 through 3.51.2 can corrupt a WAL database when two connections write and
   checkpoint at once (the WAL-reset bug). We prefer the ``pysqlite3`` wheel, which bundles
   a fixed SQLite; on a vulnerable SQLite the store uses a rollback journal instead of WAL
@@ -41,6 +47,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BUSY_TIMEOUT_MS",
     "JOURNAL_MODE_INFO",
+    "STATEMENT_CACHE_SIZE",
     "WAL_FIX_VERSION",
     "WRITE_OPTION",
     "Driver",
@@ -55,6 +62,12 @@ __all__ = [
 
 WAL_FIX_VERSION = (3, 51, 3)
 BUSY_TIMEOUT_MS = 1000
+#: Prepared statements a store connection keeps (``cached_statements``): more than the
+#: store's own repertoire (its migrations, every hot path, the multi-row INSERT sizes),
+#: so its cache does not fill; a full ``pysqlite3`` cache compiles statements new to it
+#: at each execution (see the module docstring). About 4 KB a cached statement,
+#: allocated only for statements a connection runs.
+STATEMENT_CACHE_SIZE = 1024
 # Execution option that makes the begin hook take the write lock up front.
 WRITE_OPTION = "hermes_write"
 JOURNAL_MODE_INFO = "hermes_journal_mode"
@@ -331,7 +344,9 @@ def create_store_engine(
     # uri=True); being absolute, it never starts with `file:`, which SQLite built with
     # SQLITE_USE_URI would parse as a URI anyway. Every byte of the path is taken as is.
     url = URL.create("sqlite+pysqlite", database=str(Path(db_path).absolute()))
-    engine = create_engine(url, module=drv.module, **engine_kwargs)
+    connect_args = dict(engine_kwargs.pop("connect_args", {}))
+    connect_args.setdefault("cached_statements", STATEMENT_CACHE_SIZE)
+    engine = create_engine(url, module=drv.module, connect_args=connect_args, **engine_kwargs)
     # Its connections hold POSIX locks on the file: nothing may now read the file itself
     # to classify it (a descriptor closed there would drop those locks).
     note_in_use(db_path, engine)

@@ -199,3 +199,43 @@ def test_open_waits_out_a_writer_that_blocks_readers(tmp_path: Path) -> None:
     finally:
         release.join()
         holder.close()
+
+
+def test_a_connection_that_ran_many_statements_keeps_the_flush_compiled(tmp_path: Path) -> None:
+    # Once a driver's statement cache is full, pysqlite3's evicts its newest entry: a
+    # statement not cached yet was compiled again at every execution (a flush's INSERT
+    # with its full-text triggers, at every flush). SQLite compiles a statement, never
+    # runs one, under the authorizer: it counts compilations.
+    with StateStore.open(tmp_path / "home") as store:
+        module = store.driver.module
+        sid = new_session(store)
+        writer = store.transcript_writer(sid)
+        writer.flush([])  # its one read of the session's uids
+        compiled: list[str] = []
+
+        def authorizer(action: int, table: str | None, *_: object) -> int:
+            if action == module.SQLITE_INSERT and table == "messages":
+                compiled.append(table)
+            return int(module.SQLITE_OK)
+
+        pooled = store.engine.raw_connection()
+        dbapi = pooled.dbapi_connection
+        assert dbapi is not None
+        try:
+            # More distinct statements than the driver's default cache holds (128);
+            # opening a new store ran 116 of its own on this connection already.
+            for i in range(300):
+                dbapi.execute(f"SELECT {i}").fetchall()
+            dbapi.set_authorizer(authorizer)
+        finally:
+            pooled.close()
+        try:
+            for i in range(4):
+                asked = {"role": "user", "content": f"q{i}"}
+                result = writer.flush([asked, {"role": "assistant", "content": "a"}])
+                assert result.written == 2 and result.error is None, result
+        finally:
+            dbapi.set_authorizer(None)
+        # Compiled once (the authorizer's installation expires every prepared
+        # statement), then reused by the three flushes after it.
+        assert compiled == ["messages"]
