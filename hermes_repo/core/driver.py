@@ -32,6 +32,7 @@ from ..kept import BUSY, KeptConnection, _CommitFailed
 from ..models import messages_table
 from ..repositories import MessageRepository
 from ..retry import RetryPolicy, run_with_retry
+from ..uow import UnitOfWork
 from .units import (
     UnitRunner,
     _lock_timeout_ms,
@@ -234,6 +235,43 @@ class DriverPaths(UnitRunner):
             first_try=on_driver if self.backend.cursor_fast_path else None,
             adds=len(rows),
         )
+
+    def write_first_on_driver(
+        self,
+        work: Callable[[UnitOfWork], T],
+        fast: Callable[[Any], T | None],
+        *,
+        adds: int = 0,
+        policy: RetryPolicy | None = None,
+    ) -> T:
+        """``work`` as one unit of work, retried whole within the budget, with
+        ``fast(cursor)`` tried once first on SQLite: the same statements on the driver's
+        cursor in a ``BEGIN IMMEDIATE`` transaction of their own (for an integration's
+        hot write, as the store's own appends run). ``fast`` returns None, before writing
+        anything, to hand the unit to ``work`` (a state it does not handle); it writes
+        ``adds`` messages when it commits (the FTS merge counts them). A driver error
+        there is judged once: a lock is retried (through ``work``), structural damage
+        quarantines the file, FTS damage detaches the index and ``work`` runs without
+        it; any other (a constraint ``fast`` did not look for first) rolls the attempt
+        back and hands the unit to ``work``."""
+        if not self.backend.cursor_fast_path:
+            return self.write(work, policy)
+
+        def first_try() -> T | None:
+            self.guard.refuse()
+            try:
+                return self._on_driver(fast)
+            except self.driver.module.Error as exc:
+                failure = self.failure(exc)
+                if (
+                    failure.structural
+                    or failure.kind is ErrorKind.TRANSIENT
+                    or self.degradable(failure)
+                ):
+                    raise failure.error from exc
+                return None
+
+        return self.write(work, policy, first_try=first_try, adds=adds)
 
     def _on_driver(
         self,

@@ -68,7 +68,6 @@ from hermes_repo import (
     UnitOfWork,
 )
 from hermes_repo.codec import decode_text, loads
-from hermes_repo.errors import ErrorKind
 from hermes_repo.models import (
     langgraph_blobs_table,
     langgraph_checkpoints_table,
@@ -262,35 +261,12 @@ class HermesSaver(BaseCheckpointSaver[str]):
         adds: int = 0,
     ) -> Any:
         """``work`` as one unit of work on the store, retried whole within its budget;
-        on SQLite ``fast(cursor)`` is tried once first: the same statements on the
-        driver's cursor, in a ``BEGIN IMMEDIATE`` transaction of their own, as the
-        store's own appends run (through SQLAlchemy they cost more than SQLite running
-        them). ``fast`` returns None, before writing anything, to hand the unit over to
-        ``work`` (a session to create, a state it does not know); it writes ``adds``
-        messages when it commits. A driver error there is judged once, as the store
-        judges its appends': a lock is retried (through ``work``), structural damage
-        quarantines the file, FTS damage detaches the index and ``work`` runs without
-        it; any other (a message uid another writer stored) hands the unit to ``work``,
-        which looks first."""
+        on SQLite ``fast(cursor)`` is tried once first, on the driver's cursor (see
+        :meth:`~hermes_repo.database.Database.write_first_on_driver`: through
+        SQLAlchemy the statements cost more than SQLite running them)."""
         if fast is None or not self._fast:
             return self.store.write(work)
-        db = self.store.database
-
-        def first_try() -> Any:
-            db.guard.refuse()
-            try:
-                return db._on_driver(fast)
-            except db.driver.module.Error as exc:
-                failure = db.failure(exc)
-                if (
-                    failure.structural
-                    or failure.kind is ErrorKind.TRANSIENT
-                    or db.degradable(failure)
-                ):
-                    raise failure.error from exc
-                return None
-
-        return db.write(work, first_try=first_try, adds=adds)
+        return self.store.database.write_first_on_driver(work, fast, adds=adds)
 
     # -- reads -----------------------------------------------------------------------
 
