@@ -25,13 +25,20 @@ from sqlalchemy.exc import DBAPIError
 
 from ..codec import check_server_text, message_to_row, tool_call_count
 from ..driver_errors import commit_outcome_unknown, describe
-from ..errors import CommitUnknownError, ErrorKind, IntegrityViolation, UidConflictError
+from ..errors import (
+    CommitUnknownError,
+    DatabaseBusyError,
+    ErrorKind,
+    IntegrityViolation,
+    UidConflictError,
+)
 from ..identity import Identities
 from ..ids import check_session_id
 from ..kept import BUSY, KeptConnection, _CommitFailed
 from ..models import messages_table
 from ..repositories import MessageRepository
 from ..retry import RetryPolicy, run_with_retry
+from ..uow import UnitOfWork
 from .units import (
     UnitRunner,
     _lock_timeout_ms,
@@ -167,6 +174,55 @@ class DriverPaths(UnitRunner):
             return None
         differs = _same_row(dict(found), row, () if timestamp_given else ("timestamp",))
         return int(found["id"]) if differs is None else differs
+
+    def write_idempotent_on_kept(
+        self,
+        work: Callable[[UnitOfWork], T],
+        on_kept: Callable[[Any, int], T | None],
+        policy: RetryPolicy | None = None,
+    ) -> T:
+        """(internal, server) :meth:`write` of an idempotent unit, first tried on the kept
+        write connection (:mod:`hermes_repo.kept`: no checkout ping, no SQLAlchemy).
+
+        ``on_kept(dbapi, lock_timeout_ms)`` does the unit on psycopg's connection in
+        autocommit mode: it sends ``BEGIN``, ``SET LOCAL lock_timeout`` (the rest of the
+        budget) and ``COMMIT`` itself, pipelined with its statements. It returns None (an
+        open transaction is rolled back) to hand over to ``work``, the same unit through
+        the ordinary path. Idempotent: run again after a commit that landed, the unit
+        changes nothing (rows keyed by their identity and inserted once, counters moved
+        only by rows it inserted). So a transient failure, a COMMIT whose reply was lost
+        among them, replays ``work`` within the same budget without looking for what
+        landed first."""
+        policy = policy or self.write_policy
+        self.guard.refuse()
+        deadline = time.monotonic() + policy.budget_s
+
+        def first() -> T | None:
+            try:
+                done = self._kept.run(
+                    self._writer,
+                    lambda dbapi: on_kept(dbapi, _lock_timeout_ms(deadline)),
+                    own_transaction=True,
+                )
+            except _CommitFailed as lost:
+                if commit_outcome_unknown(lost.error):
+                    raise DatabaseBusyError(
+                        "write failed: the connection was lost while committing; writing "
+                        "it again (the write stores nothing twice)"
+                    ) from lost.error
+                failure = self.failure(lost.error)
+                if failure.kind is ErrorKind.TRANSIENT:
+                    raise failure.error from lost.error
+                return None
+            except (DBAPIError, self.driver.module.Error) as exc:
+                failure = self.failure(exc)
+                if failure.kind is ErrorKind.TRANSIENT:
+                    # A lost connection (during COMMIT too): the ordinary unit replays it.
+                    raise failure.error from exc
+                return None  # the ordinary path replays it and reports what it meets
+            return None if done is BUSY else done  # type: ignore[return-value]
+
+        return self.write(work, policy, first_try=first)
 
     def _append_on_driver(self, row: dict[str, Any], calls: int) -> int:
         """One append on the driver's cursor, in its own transaction."""

@@ -27,6 +27,7 @@ from hermes_repo.models import (
 from hermes_repo.models import (
     langgraph_writes_table as WR,
 )
+from hermes_repo.repositories import MessageRepository
 
 from ._langgraph_rows import (
     MESSAGES_CHANNEL,
@@ -478,22 +479,56 @@ def put_on_server(
     id repeats) and, in the same snapshot, which of ``uids`` the session's message rows
     hold already. PostgreSQL runs every data-modifying ``WITH`` part to completion
     whatever the final ``SELECT`` reads."""
+    sql, params = _put_sql(session_id, blobs, checkpoint, uids, None)
+    return {row[0] for row in conn.exec_driver_sql(sql, tuple(params))}
+
+
+# Typed in a VALUES list: a NULL there (an "empty" value) would otherwise be text.
+_BYTEA = frozenset({"blob", "checkpoint", "metadata"})
+
+
+def _placeholders(columns: Sequence[str]) -> list[str]:
+    return ["%s::bytea" if name in _BYTEA else "%s" for name in columns]
+
+
+def _put_sql(
+    session_id: str,
+    blobs: Sequence[Mapping[str, Any]],
+    checkpoint: Mapping[str, Any],
+    uids: Sequence[str],
+    owner: tuple[str, str | None] | None,
+) -> tuple[str, list[Any]]:
+    """:func:`put_on_server`'s statement; with ``owner`` (a source and the ``extra``
+    text) its rows are inserted only while the session row still holds exactly that."""
     parts: list[str] = []
     params: list[Any] = []
+    guard, guarded = "", []
+    if owner is not None:
+        guard = (
+            " WHERE EXISTS (SELECT 1 FROM sessions WHERE id = %s AND source = %s "
+            "AND extra IS NOT DISTINCT FROM %s)"
+        )
+        guarded = [session_id, *owner]
     if blobs:
-        values = ", ".join(["(" + ", ".join(["%s"] * len(_BLOB_COLUMNS)) + ")"] * len(blobs))
+        one = "(" + ", ".join(_placeholders(_BLOB_COLUMNS)) + ")"
+        columns = ", ".join(_BLOB_COLUMNS)
         parts.append(
-            f"b AS (INSERT INTO langgraph_blobs ({', '.join(_BLOB_COLUMNS)}) "
-            f"VALUES {values} ON CONFLICT DO NOTHING)"
+            f"b AS (INSERT INTO langgraph_blobs ({columns}) SELECT v.* FROM (VALUES "
+            + ", ".join([one] * len(blobs))
+            + f") AS v ({columns}){guard} ON CONFLICT DO NOTHING)"
         )
         params += [blob[name] for blob in blobs for name in _BLOB_COLUMNS]
+        params += guarded
     replaced = ", ".join(f"{name} = excluded.{name}" for name in _CHECKPOINT_REPLACED)
+    columns = ", ".join(_CHECKPOINT_WRITE_COLUMNS)
     parts.append(
-        f"c AS (INSERT INTO langgraph_checkpoints ({', '.join(_CHECKPOINT_WRITE_COLUMNS)}) "
-        f"VALUES ({', '.join(['%s'] * len(_CHECKPOINT_WRITE_COLUMNS))}) "
+        f"c AS (INSERT INTO langgraph_checkpoints ({columns}) SELECT v.* FROM (VALUES ("
+        + ", ".join(_placeholders(_CHECKPOINT_WRITE_COLUMNS))
+        + f")) AS v ({columns}){guard} "
         "ON CONFLICT (session_id, checkpoint_ns, checkpoint_id) DO UPDATE SET " + replaced + ")"
     )
     params += [checkpoint[name] for name in _CHECKPOINT_WRITE_COLUMNS]
+    params += guarded
     if uids:
         final = (
             "SELECT uid FROM messages WHERE session_id = %s AND uid IN ("
@@ -503,8 +538,7 @@ def put_on_server(
         params += [session_id, *uids]
     else:
         final = "SELECT NULL WHERE false"
-    sql = "WITH " + ", ".join(parts) + " " + final
-    return {row[0] for row in conn.exec_driver_sql(sql, tuple(params))}
+    return "WITH " + ", ".join(parts) + " " + final, params
 
 
 _WRITE_COLUMNS = (
@@ -537,6 +571,31 @@ def put_writes_on_server(
     session (nothing written). The lock is taken before any row is inserted: the
     insert reads the locked row, and after waiting for it PostgreSQL reads its newest
     version."""
+    sql, params = _put_writes_sql(session_id, rows, replace=replace, owner=None, source=source)
+    found = conn.exec_driver_sql(sql, tuple(params)).first()
+    if found is None:
+        return None
+    return decode_text(found[0]), (loads(found[1]) if found[1] is not None else {})
+
+
+#: What a pipelined write finds of its session: its source and ``extra`` as stored.
+Owner = tuple[str, "str | None"]
+_OWNER_LOCK_SQL = "SELECT source, extra FROM sessions WHERE id = %s FOR UPDATE"
+
+
+def _put_writes_sql(
+    session_id: str,
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    replace: bool,
+    owner: Owner | None,
+    source: str | None = None,
+) -> tuple[str, list[Any]]:
+    """:func:`put_writes_on_server`'s statement; with ``owner`` the rows are inserted
+    only while the session row holds that source and exactly that ``extra`` text."""
+    if owner is not None:
+        source = owner[0]
+    guard = "" if owner is None else " AND o.extra IS NOT DISTINCT FROM %s"
     if replace:
         # One statement may not update a row twice: the last write of a key wins, as
         # it did when each row was a statement of its own.
@@ -554,11 +613,82 @@ def put_writes_on_server(
         "WITH o AS (SELECT source, extra FROM sessions WHERE id = %s FOR UPDATE), "
         f"w AS (INSERT INTO langgraph_writes ({columns}) SELECT v.* FROM (VALUES "
         + ", ".join([one] * len(rows))
-        + f") AS v ({columns}) WHERE EXISTS (SELECT 1 FROM o WHERE o.source = %s) "
+        + f") AS v ({columns}) WHERE EXISTS (SELECT 1 FROM o WHERE o.source = %s{guard}) "
         f"{conflict}) SELECT source, extra FROM o"
     )
     params = [session_id, *(row[k] for row in rows for k in _WRITE_COLUMNS), source]
-    found = conn.exec_driver_sql(sql, tuple(params)).first()
+    if owner is not None:
+        params.append(owner[1])
+    return sql, params
+
+
+def put_pipelined(
+    dbapi: Any,
+    lock_ms: int,
+    session_id: str,
+    blobs: Sequence[Mapping[str, Any]],
+    checkpoint: Mapping[str, Any],
+    uids: Sequence[str],
+    owner: Owner,
+) -> tuple[Owner | None, set[str]]:
+    """A put's first round trip on psycopg's connection in pipeline mode (an
+    autocommit connection: the transaction is this function's): ``BEGIN``, the lock
+    budget, the owner's ``FOR UPDATE`` and :func:`put_on_server`'s statement, sent
+    together; with no ``uids`` to look up, ``COMMIT`` too. The statement runs after the
+    lock is held (a statement of its own, so its snapshot sees what the lock's last
+    holder committed) and inserts only while the session row holds ``owner`` exactly:
+    the owner is checked before anything is written. Returns the owner found (None: no
+    such session) and the ``uids`` already stored; with ``uids`` the transaction stays
+    open for :func:`commit_messages_pipelined` (or a rollback)."""
+    sql, params = _put_sql(session_id, blobs, checkpoint, uids, owner)
+    with dbapi.cursor() as lock, dbapi.cursor() as put:
+        with dbapi.pipeline():
+            dbapi.execute("BEGIN")
+            dbapi.execute(f"SET LOCAL lock_timeout = {int(lock_ms)}")
+            lock.execute(_OWNER_LOCK_SQL, (session_id,))
+            put.execute(sql, params)
+            if not uids:
+                dbapi.execute("COMMIT")
+        found = lock.fetchone()
+        stored = {row[0] for row in put.fetchall()}
+    if found is None:
+        return None, stored
+    return (decode_text(found[0]), found[1]), stored
+
+
+def commit_messages_pipelined(
+    dbapi: Any, session_id: str, rows: Sequence[Mapping[str, Any]]
+) -> None:
+    """A put's second round trip: its new message rows with the session's counters (the
+    store's own append), and ``COMMIT``, sent together."""
+    with dbapi.cursor() as cursor, dbapi.pipeline():
+        if rows:
+            MessageRepository(cursor).append_many(session_id, rows)
+        dbapi.execute("COMMIT")
+
+
+def put_writes_pipelined(
+    dbapi: Any,
+    lock_ms: int,
+    session_id: str,
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    replace: bool,
+    owner: Owner,
+) -> Owner | None:
+    """A task's writes in one round trip on psycopg's connection in pipeline mode (an
+    autocommit connection): ``BEGIN``, the lock budget, :func:`put_writes_on_server`'s
+    statement (the rows inserted only while the locked session row holds ``owner``
+    exactly) and ``COMMIT``. Returns the owner found (None: no such session); when it
+    is not ``owner`` nothing was written."""
+    sql, params = _put_writes_sql(session_id, rows, replace=replace, owner=owner)
+    with dbapi.cursor() as cursor:
+        with dbapi.pipeline():
+            dbapi.execute("BEGIN")
+            dbapi.execute(f"SET LOCAL lock_timeout = {int(lock_ms)}")
+            cursor.execute(sql, params)
+            dbapi.execute("COMMIT")
+        found = cursor.fetchone()
     if found is None:
         return None
-    return decode_text(found[0]), (loads(found[1]) if found[1] is not None else {})
+    return decode_text(found[0]), found[1]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import threading
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
 try:
@@ -60,7 +60,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
 from hermes_repo import SessionRepository, SessionTakenError, StateStore, UnitOfWork
-from hermes_repo.codec import loads
+from hermes_repo.codec import dumps, loads
 from hermes_repo.models import (
     langgraph_blobs_table,
     langgraph_checkpoints_table,
@@ -148,6 +148,10 @@ class HermesSaver(BaseCheckpointSaver[str]):
         # or two) instead of the whole conversation every checkpoint repeats.
         self._stored: dict[str, set[str]] = {}
         self._stored_lock = threading.Lock()
+        # The source and ``extra`` text of each thread's session as a server write last
+        # found them (see _owner), by session and thread: two thread ids may map to one
+        # session, and only the thread the session holds may write it.
+        self._owners: dict[tuple[str, str], state.Owner] = {}
         # The write statements, built once for the store's dialect: building an upsert
         # (its ``excluded`` columns) cost more than SQLite running it, every put.
         blobs = dialect_insert(store.backend, langgraph_blobs_table)
@@ -176,6 +180,31 @@ class HermesSaver(BaseCheckpointSaver[str]):
             if len(self._stored) >= _REMEMBERED_SESSIONS and session_id not in self._stored:
                 self._stored.clear()  # a bound on memory; forgetting only costs a query
             self._stored.setdefault(session_id, set()).update(uids)
+
+    def _owner(self, session_id: str, thread_id: str) -> state.Owner:
+        """The session's source and ``extra`` text as this saver last found them (at
+        first, what :func:`own_for_write` creates): a pipelined write is made with this
+        guess and writes only while the session row still holds it exactly."""
+        with self._stored_lock:
+            found = self._owners.get((session_id, thread_id))
+        return found if found is not None else (SOURCE, dumps({THREAD_KEY: thread_id}))
+
+    def _owners_put(self, session_id: str, thread_id: str, owner: state.Owner) -> None:
+        """Remember ``owner``, found by a write of ``thread_id`` that checked it."""
+        with self._stored_lock:
+            if len(self._owners) >= _REMEMBERED_SESSIONS:
+                self._owners.clear()  # a bound on memory; forgetting costs a hand-over
+            self._owners[(session_id, thread_id)] = owner
+
+    def _write_on_server(
+        self, work: Callable[[UnitOfWork], None], fast: Callable[[Any, int], bool | None]
+    ) -> None:
+        """A put's or put_writes' unit on a server: ``fast`` first, pipelined on the
+        store's kept connection, else ``work``. Both are idempotent (values and writes
+        inserted once by their keys, the checkpoint upserted by its id, message rows by
+        their uids with the counters moved only for rows inserted), so a commit whose
+        reply was lost is simply written again."""
+        self.store.database.write_idempotent_on_kept(work, fast)
 
     # -- reads -----------------------------------------------------------------------
 
@@ -325,6 +354,32 @@ class HermesSaver(BaseCheckpointSaver[str]):
         server = not self.store.backend.is_file
         synced: list[str] = []
 
+        def fast(dbapi: Any, lock_ms: int) -> bool | None:
+            # Two round trips: the lock budget, the owner's lock and the rows (written
+            # only while the session row is the one this saver last found); then the
+            # new message rows and COMMIT. Anything unexpected hands over to ``work``.
+            owner = self._owner(sid, thread_id)
+            extra = loads(owner[1]) if owner[1] is not None else {}
+            uids, unknown = (
+                message_rows(messages, uid_prefix(extra), known)
+                if messages is not None
+                else ([], [])
+            )
+            if len(unknown) > state.SERVER_UIDS:
+                return None  # a long history's first put: in chunks, the ordinary way
+            asked = [r["uid"] for r in unknown]
+            found, stored = state.put_pipelined(dbapi, lock_ms, sid, blobs, row, asked, owner)
+            if found != owner:  # nothing was written (rolled back after the hand-over)
+                if found is not None:
+                    check_owner(thread_id, sid, found[0], loads(found[1]) if found[1] else {})
+                    self._owners_put(sid, thread_id, found)
+                return None
+            state.commit_messages_pipelined(
+                dbapi, sid, [r for r in unknown if r["uid"] not in stored]
+            )
+            synced[:] = uids
+            return True
+
         def work(uow: UnitOfWork) -> None:
             extra = own_for_write(uow, thread_id, sid, create=True)
             assert extra is not None  # created when missing
@@ -352,7 +407,10 @@ class HermesSaver(BaseCheckpointSaver[str]):
             if messages is not None:
                 synced[:] = state.append_messages(uow, sid, messages, uid_prefix(extra), known)
 
-        self.store.write(work)
+        if server:
+            self._write_on_server(work, fast)
+        else:
+            self.store.write(work)
         if synced:
             self._remember(sid, synced)
         stored = {"thread_id": given, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}
@@ -391,6 +449,21 @@ class HermesSaver(BaseCheckpointSaver[str]):
 
         server = not self.store.backend.is_file
 
+        def fast(dbapi: Any, lock_ms: int) -> bool | None:
+            # One round trip: the lock budget, the owner's lock with the rows (written
+            # only while the session row is the one this saver last found), COMMIT.
+            owner = self._owner(sid, thread_id)
+            found = state.put_writes_pipelined(
+                dbapi, lock_ms, sid, rows, replace=replace, owner=owner
+            )
+            if found == owner:
+                return True
+            # Nothing was written (the empty transaction committed).
+            if found is not None:
+                check_owner(thread_id, sid, found[0], loads(found[1]) if found[1] else {})
+                self._owners_put(sid, thread_id, found)
+            return None
+
         def work(uow: UnitOfWork) -> None:
             if server:
                 # The owner's lock and the rows in one round trip; the owner is checked
@@ -404,7 +477,9 @@ class HermesSaver(BaseCheckpointSaver[str]):
             own_for_write(uow, thread_id, sid, create=True)
             uow.connection.execute(self._replace_writes if replace else self._insert_writes, rows)
 
-        if rows:
+        if rows and server:
+            self._write_on_server(work, fast)
+        elif rows:
             self.store.write(work)
 
     def delete_thread(self, thread_id: str) -> None:
