@@ -224,6 +224,22 @@ class DriverPaths(UnitRunner):
 
         return self.write(work, policy, first_try=first)
 
+    def read_on_kept(self, work: Callable[[Connection], T], on_kept: Callable[[Any], T]) -> T:
+        """(internal, server) :meth:`read` of ``work``, first tried as ``on_kept(dbapi)`` on
+        the kept write connection in autocommit mode: no checkout ping, no ``BEGIN`` and
+        no ``COMMIT`` round trips. Each of its statements reads its own snapshot, as it
+        would in the ``READ COMMITTED`` transaction of :meth:`read`. When the connection
+        is in use, or on any driver error, ``work`` runs the ordinary way (which judges
+        and retries what it meets)."""
+        self.engine  # noqa: B018 - raises StoreClosedError after close()
+        try:
+            done = self._kept.run(self._writer, on_kept, own_transaction=True)
+        except (DBAPIError, self.driver.module.Error):
+            done = BUSY
+        if done is BUSY:
+            return self.read(work)
+        return done  # type: ignore[return-value]
+
     def _append_on_driver(self, row: dict[str, Any], calls: int) -> int:
         """One append on the driver's cursor, in its own transaction."""
         return self._on_driver(lambda cursor: MessageRepository(cursor).append_row(row, calls))

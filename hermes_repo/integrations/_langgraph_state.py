@@ -186,6 +186,21 @@ _BLOBS_AND_WRITES_SQL = (
 )
 
 
+# On a server, forms whose plan does not hang on the tables' statistics (a thread just
+# filled, never analyzed, had its newest checkpoint found by scanning every id of the
+# thread and its values by scanning every value): the newest by a backward scan of the
+# key, the values by a lookup of the whole key for each channel and version the
+# checkpoint names (a list of keys was joined against every value of the thread).
+_LATEST_SERVER_SQL = _HEAD_SQL.format(
+    "(SELECT checkpoint_id FROM langgraph_checkpoints "
+    "WHERE session_id = ? AND checkpoint_ns = ? ORDER BY checkpoint_id DESC LIMIT 1)"
+)
+_BLOB_SERVER_SQL = (
+    "SELECT 0, channel, version, type, blob, NULL, NULL FROM langgraph_blobs "
+    "WHERE session_id = ? AND checkpoint_ns = ? AND channel = ? AND version = ?"
+)
+
+
 def _bytes(value: Any) -> Any:
     # psycopg may hand BYTEA back as a memoryview; the serializer wants bytes.
     return bytes(value) if isinstance(value, memoryview) else value
@@ -210,6 +225,22 @@ def one_tuple(
     not the thread's (given its source and ``extra``) before anything of it is decoded."""
     dbapi = conn.connection.dbapi_connection
     assert dbapi is not None
+    return one_tuple_on(dbapi, serde, session_id, ns, checkpoint_id, thread_id, check, server)
+
+
+def one_tuple_on(
+    dbapi: Any,
+    serde: SerializerProtocol,
+    session_id: str,
+    ns: str,
+    checkpoint_id: str | None,
+    thread_id: Any,
+    check: Callable[[str, dict[str, Any]], None],
+    server: bool,
+) -> CheckpointTuple | None:
+    """:func:`one_tuple` on a driver connection (on a server, an autocommit one: each
+    statement reads its own snapshot, as each does in a ``READ COMMITTED``
+    transaction)."""
 
     def sql(text: str) -> str:
         return text.replace("?", "%s") if server else text
@@ -219,7 +250,8 @@ def one_tuple(
         if checkpoint_id:
             cursor.execute(sql(_BY_ID_SQL), (ns, checkpoint_id, session_id))
         else:
-            cursor.execute(sql(_LATEST_SQL), (ns, session_id, ns, session_id))
+            latest = _LATEST_SERVER_SQL if server else _LATEST_SQL
+            cursor.execute(sql(latest), (ns, session_id, ns, session_id))
         row = cursor.fetchone()
         if row is None:
             return None
@@ -229,7 +261,12 @@ def one_tuple(
             return None
         checkpoint = serde.loads_typed((checkpoint_type, _bytes(body)))
         versions = [(c, str(v)) for c, v in checkpoint["channel_versions"].items()]
-        if versions:
+        if versions and server:
+            # The writes first: their columns type the NULLs of the values' rows.
+            text = " UNION ALL ".join([_WRITES_SQL] + [_BLOB_SERVER_SQL] * len(versions))
+            params = [item for c, v in versions for item in (session_id, ns, c, v)]
+            cursor.execute(sql(text), [session_id, ns, cid, *params])
+        elif versions:
             text = _BLOBS_AND_WRITES_SQL.format(", ".join(["(?, ?)"] * len(versions)))
             params = [session_id, ns, *(item for pair in versions for item in pair)]
             cursor.execute(sql(text), [*params, session_id, ns, cid])
@@ -240,10 +277,11 @@ def one_tuple(
         cursor.close()
     values: dict[str, Any] = {}
     writes = []
+    wanted = set(versions)
     for kind, *rest in found:
         if kind == 1:
             writes.append(rest)
-        elif rest[2] != "empty":
+        elif rest[2] != "empty" and (rest[0], rest[1]) in wanted:
             values[rest[0]] = serde.loads_typed((rest[2], _bytes(rest[3])))
     pending = sorted(writes, key=lambda w: writes_sort_key(w[4], w[0], w[5]))
     return CheckpointTuple(

@@ -222,6 +222,8 @@ class HermesSaver(BaseCheckpointSaver[str]):
         ns = config["configurable"].get("checkpoint_ns", "")
         checkpoint_id = get_checkpoint_id(config)
 
+        server = not self.store.backend.is_file
+
         def work(conn: Connection) -> CheckpointTuple | None:
             return state.one_tuple(
                 conn,
@@ -231,9 +233,24 @@ class HermesSaver(BaseCheckpointSaver[str]):
                 checkpoint_id,
                 given,
                 lambda source, extra: check_owner(thread_id, sid, source, extra),
-                server=not self.store.backend.is_file,
+                server=server,
             )
 
+        if server:
+            # Two round trips on the store's kept connection (no ping, BEGIN, COMMIT).
+            return self.store.database.read_on_kept(
+                work,
+                lambda dbapi: state.one_tuple_on(
+                    dbapi,
+                    self.serde,
+                    sid,
+                    ns,
+                    checkpoint_id,
+                    given,
+                    lambda source, extra: check_owner(thread_id, sid, source, extra),
+                    True,
+                ),
+            )
         return self.store.read(work)
 
     def list(

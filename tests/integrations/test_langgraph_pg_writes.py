@@ -1,9 +1,9 @@
-"""HermesSaver's writes on PostgreSQL, as the server sees them: a ``put`` is two round
-trips and a ``put_writes`` one (pipelined on the store's kept connection), and what
-that path gives up nothing of the unit of work: the owner is checked before anything is
-written, a row lock is waited out within the budget and then ends as the library's
-error, and a COMMIT whose reply was lost is written again without storing anything
-twice."""
+"""HermesSaver on PostgreSQL, as the server sees it: a ``put`` is two round trips, a
+``put_writes`` one (pipelined on the store's kept connection) and a ``get_tuple`` two;
+and that path gives up nothing of the unit of work: the owner is checked before
+anything is written, a row lock is waited out within the budget and then ends as the
+library's error, and a COMMIT whose reply was lost is written again without storing
+anything twice."""
 
 from __future__ import annotations
 
@@ -105,7 +105,9 @@ def _matches(statements: list[str], patterns: list[str]) -> None:
         assert re.fullmatch(want, got, re.DOTALL), (want, got)
 
 
-def test_a_put_is_two_round_trips_and_put_writes_one(tmp_path: Path, pg_url: str) -> None:
+def test_a_put_is_two_round_trips_put_writes_one_and_get_tuple_two(
+    tmp_path: Path, pg_url: str
+) -> None:
     with StateStore.open(tmp_path / "home", url=pg_url) as store:
         chat = Chat(HermesSaver(store), "wire")
         chat.put()  # creates the thread's session
@@ -130,6 +132,20 @@ def test_a_put_is_two_round_trips_and_put_writes_one(tmp_path: Path, pg_url: str
         ]
         assert sorted(w[0] for w in latest.pending_writes) == ["t1", "t1", "t2", "t2", "t3", "t3"]
         assert store.get_session(session_id_for("wire")).message_count == 4
+        # A get_tuple: the owner with the checkpoint, then its values with its writes;
+        # no BEGIN, no COMMIT, no ping.
+        store.database._kept.close()
+        with wire(store.engine) as sent:
+            again = chat.saver.get_tuple({"configurable": {"thread_id": "wire"}})
+        _matches(
+            sent.statements,
+            [
+                r"SELECT s\.source, s\.extra, .*",
+                r"SELECT 1, task_id, .* UNION ALL SELECT 0, channel, .*",
+            ],
+        )
+        assert sent.round_trips == 2
+        assert again == latest
 
 
 def test_a_session_of_another_source_is_refused_on_the_pipelined_path_leaving_nothing(
