@@ -25,13 +25,7 @@ from sqlalchemy.exc import DBAPIError
 
 from ..codec import check_server_text, message_to_row, tool_call_count
 from ..driver_errors import commit_outcome_unknown, describe
-from ..errors import (
-    CommitUnknownError,
-    DatabaseBusyError,
-    ErrorKind,
-    IntegrityViolation,
-    UidConflictError,
-)
+from ..errors import CommitUnknownError, ErrorKind, IntegrityViolation, UidConflictError
 from ..identity import Identities
 from ..ids import check_session_id
 from ..kept import BUSY, KeptConnection, _CommitFailed
@@ -204,20 +198,11 @@ class DriverPaths(UnitRunner):
                     lambda dbapi: on_kept(dbapi, _lock_timeout_ms(deadline)),
                     own_transaction=True,
                 )
-            except _CommitFailed as lost:
-                if commit_outcome_unknown(lost.error):
-                    raise DatabaseBusyError(
-                        "write failed: the connection was lost while committing; writing "
-                        "it again (the write stores nothing twice)"
-                    ) from lost.error
-                failure = self.failure(lost.error)
-                if failure.kind is ErrorKind.TRANSIENT:
-                    raise failure.error from lost.error
-                return None
             except (DBAPIError, self.driver.module.Error) as exc:
                 failure = self.failure(exc)
                 if failure.kind is ErrorKind.TRANSIENT:
-                    # A lost connection (during COMMIT too): the ordinary unit replays it.
+                    # A lost connection, during COMMIT too (the unit sends its own, so
+                    # no _CommitFailed): the ordinary unit writes it again.
                     raise failure.error from exc
                 return None  # the ordinary path replays it and reports what it meets
             return None if done is BUSY else done  # type: ignore[return-value]
