@@ -1,7 +1,9 @@
 """The statements behind :class:`~hermes_repo.integrations.langgraph.HermesSaver`.
 
 Every function runs on a connection (a read) or in a unit of work (a write) the saver
-hands it; none commits. Values are the framework serializer's ``(type, bytes)`` pairs.
+hands it; none commits, except the pipelined writes of a server (``*_pipelined``), which
+send their own ``BEGIN`` and ``COMMIT`` on the store's kept connection in autocommit
+mode. Values are the framework serializer's ``(type, bytes)`` pairs.
 """
 
 from __future__ import annotations
