@@ -106,8 +106,8 @@ class KeptConnection:
             self._lock.release()
 
     def _own(self, dbapi: Any, unit: Callable[[Any], T]) -> T:
-        dbapi.autocommit = True
         try:
+            dbapi.autocommit = True  # refused by a connection that is gone: dropped below
             result = unit(dbapi)
         except BaseException:
             # The unit's error is what the caller needs, not a failed ROLLBACK.

@@ -280,3 +280,35 @@ def test_a_put_and_put_writes_whose_commit_reply_is_lost_are_stored_once(
     assert rows.uids(chat.thread_id) == [f"langgraph:m-{n}" for n in range(4)]
     assert _checkpoints(rows, "lost") == 4 and _writes(rows, "lost") == 2
     assert rows.duplicated_uids() == [] and rows.counter_drift() == []
+
+
+def test_a_kept_connection_the_server_dropped_is_replaced_and_every_call_lands(
+    tmp_path: Path, pg_url: str, rows: Rows
+) -> None:
+    raw = pg_url.replace("postgresql+psycopg://", "postgresql://")
+
+    def drop_the_kept_connection(store: StateStore) -> None:
+        pooled = store.database._kept._pooled
+        assert pooled is not None and pooled.dbapi_connection is not None
+        pid = pooled.dbapi_connection.info.backend_pid
+        with psycopg.connect(raw, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+    with StateStore.open(tmp_path / "home", url=pg_url) as store:
+        chat = Chat(HermesSaver(store), "dropped")
+        chat.put()
+        chat.put()
+        # Each call after a drop lands through the ordinary path; the next one keeps a
+        # fresh connection again.
+        drop_the_kept_connection(store)
+        chat.put()
+        stored = chat.put()
+        drop_the_kept_connection(store)
+        chat.put_writes("t1")
+        chat.put_writes("t2")
+        drop_the_kept_connection(store)
+        latest = chat.saver.get_tuple({"configurable": {"thread_id": "dropped"}})
+    assert latest is not None and latest.config == stored
+    assert sorted(w[0] for w in latest.pending_writes) == ["t1", "t1", "t2", "t2"]
+    assert rows.uids(chat.thread_id) == [f"langgraph:m-{n}" for n in range(4)]
+    assert rows.counter_drift() == [] and rows.duplicated_uids() == []
