@@ -15,11 +15,12 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import Checkpoint, CheckpointTuple, writes_sort_key
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from sqlalchemy import bindparam, delete, func, literal, select, tuple_, update
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql import Select
 
 from hermes_repo import Backend, InvalidArgumentError, UnitOfWork
-from hermes_repo.codec import decode_text, loads
+from hermes_repo.codec import ROW_COLUMNS, check_server_text, decode_text, loads
 from hermes_repo.models import (
     langgraph_blobs_table as BL,
 )
@@ -29,7 +30,7 @@ from hermes_repo.models import (
 from hermes_repo.models import (
     langgraph_writes_table as WR,
 )
-from hermes_repo.repositories import MessageRepository
+from hermes_repo.models import messages_table as MESSAGES
 
 from ._langgraph_rows import (
     MESSAGES_CHANNEL,
@@ -621,6 +622,9 @@ def put_writes_on_server(
 #: What a pipelined write finds of its session: its source and ``extra`` as stored.
 Owner = tuple[str, "str | None"]
 _OWNER_LOCK_SQL = "SELECT source, extra FROM sessions WHERE id = %s FOR UPDATE"
+# The server's type of each message column, for the typed placeholders of a VALUES list.
+_PG = postgresql.dialect()  # type: ignore[no-untyped-call]
+_MESSAGE_TYPES = {name: MESSAGES.c[name].type.compile(dialect=_PG) for name in ROW_COLUMNS}
 
 
 def _put_writes_sql(
@@ -662,49 +666,65 @@ def _put_writes_sql(
     return sql, params
 
 
+def _messages_sql(
+    session_id: str, rows: Sequence[Mapping[str, Any]], owner: Owner
+) -> tuple[str, list[Any]]:
+    """The new message rows and the session's counters in one statement: each row
+    inserted in order unless its uid is stored already (active or archived), the
+    ``message_count`` moved by the rows inserted, and only while the session row holds
+    ``owner`` exactly. Typed placeholders: a NULL in a VALUES list would be text."""
+    one = "(%s::integer, " + ", ".join(f"%s::{_MESSAGE_TYPES[c]}" for c in ROW_COLUMNS) + ")"
+    columns = ", ".join(ROW_COLUMNS)
+    sql = (
+        f"WITH m AS (INSERT INTO messages ({columns}) SELECT {columns} FROM (VALUES "
+        + ", ".join([one] * len(rows))
+        + f") AS v (n, {columns}) WHERE EXISTS (SELECT 1 FROM sessions WHERE id = %s "
+        "AND source = %s AND extra IS NOT DISTINCT FROM %s) ORDER BY n "
+        "ON CONFLICT (session_id, uid) DO NOTHING RETURNING 1) "
+        "UPDATE sessions SET message_count = message_count + (SELECT count(*) FROM m) "
+        "WHERE id = %s AND EXISTS (SELECT 1 FROM m)"
+    )
+    params: list[Any] = []
+    for n, row in enumerate(rows):
+        params += [n, *(row.get(c) for c in ROW_COLUMNS)]
+    return sql, [*params, session_id, *owner, session_id]
+
+
 def put_pipelined(
     dbapi: Any,
     lock_ms: int,
     session_id: str,
     blobs: Sequence[Mapping[str, Any]],
     checkpoint: Mapping[str, Any],
-    uids: Sequence[str],
+    messages: Sequence[Mapping[str, Any]],
     owner: Owner,
-) -> tuple[Owner | None, set[str]]:
-    """A put's first round trip on psycopg's connection in pipeline mode (an
-    autocommit connection: the transaction is this function's): ``BEGIN``, the lock
-    budget, the owner's ``FOR UPDATE`` and :func:`put_on_server`'s statement, sent
-    together; with no ``uids`` to look up, ``COMMIT`` too. The statement runs after the
-    lock is held (a statement of its own, so its snapshot sees what the lock's last
-    holder committed) and inserts only while the session row holds ``owner`` exactly:
-    the owner is checked before anything is written. Returns the owner found (None: no
-    such session) and the ``uids`` already stored; with ``uids`` the transaction stays
-    open for :func:`commit_messages_pipelined` (or a rollback)."""
-    sql, params = _put_sql(session_id, blobs, checkpoint, uids, owner)
-    with dbapi.cursor() as lock, dbapi.cursor() as put:
+) -> Owner | None:
+    """A put in one round trip on psycopg's connection in pipeline mode (an autocommit
+    connection: the transaction is this function's): ``BEGIN``, the lock budget, the
+    owner's ``FOR UPDATE``, :func:`put_on_server`'s values and checkpoint, the new
+    message rows (``messages``, made by :func:`~hermes_repo.codec.message_to_row`, none
+    with tool calls) with the session's counters, and ``COMMIT``. The writes run after
+    the lock is held and only while the session row holds ``owner`` exactly: the owner
+    is checked before anything is written. Idempotent: run again after it committed,
+    it stores nothing twice. Returns the owner found (None: no such session); when it
+    is not ``owner`` nothing was written."""
+    sql, params = _put_sql(session_id, blobs, checkpoint, (), owner)
+    rows = [dict(row) for row in messages]
+    for row in rows:
+        check_server_text(row)
+    with dbapi.cursor() as lock:
         with dbapi.pipeline():
             dbapi.execute("BEGIN")
             dbapi.execute(f"SET LOCAL lock_timeout = {int(lock_ms)}")
             lock.execute(_OWNER_LOCK_SQL, (session_id,))
-            put.execute(sql, params)
-            if not uids:
-                dbapi.execute("COMMIT")
+            dbapi.execute(sql, params)
+            if rows:
+                dbapi.execute(*_messages_sql(session_id, rows, owner))
+            dbapi.execute("COMMIT")
         found = lock.fetchone()
-        stored = {row[0] for row in put.fetchall()}
     if found is None:
-        return None, stored
-    return (decode_text(found[0]), found[1]), stored
-
-
-def commit_messages_pipelined(
-    dbapi: Any, session_id: str, rows: Sequence[Mapping[str, Any]]
-) -> None:
-    """A put's second round trip: its new message rows with the session's counters (the
-    store's own append), and ``COMMIT``, sent together."""
-    with dbapi.cursor() as cursor, dbapi.pipeline():
-        if rows:
-            MessageRepository(cursor).append_many(session_id, rows)
-        dbapi.execute("COMMIT")
+        return None
+    return decode_text(found[0]), found[1]
 
 
 def put_writes_pipelined(

@@ -60,7 +60,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
 from hermes_repo import SessionRepository, SessionTakenError, StateStore, UnitOfWork
-from hermes_repo.codec import dumps, loads
+from hermes_repo.codec import dumps, loads, message_to_row, tool_call_count
 from hermes_repo.models import (
     langgraph_blobs_table,
     langgraph_checkpoints_table,
@@ -372,9 +372,11 @@ class HermesSaver(BaseCheckpointSaver[str]):
         synced: list[str] = []
 
         def fast(dbapi: Any, lock_ms: int) -> bool | None:
-            # Two round trips: the lock budget, the owner's lock and the rows (written
-            # only while the session row is the one this saver last found); then the
-            # new message rows and COMMIT. Anything unexpected hands over to ``work``.
+            # One round trip: the lock budget, the owner's lock, the values, the
+            # checkpoint, the new message rows with the counters (each written only
+            # while the session row is the one this saver last found; a message whose
+            # uid is stored is skipped and not counted) and COMMIT. Anything unexpected
+            # hands over to ``work``.
             owner = self._owner(sid, thread_id)
             extra = loads(owner[1]) if owner[1] is not None else {}
             uids, unknown = (
@@ -384,16 +386,15 @@ class HermesSaver(BaseCheckpointSaver[str]):
             )
             if len(unknown) > state.SERVER_UIDS:
                 return None  # a long history's first put: in chunks, the ordinary way
-            asked = [r["uid"] for r in unknown]
-            found, stored = state.put_pipelined(dbapi, lock_ms, sid, blobs, row, asked, owner)
-            if found != owner:  # nothing was written (rolled back after the hand-over)
+            rows = [message_to_row(sid, m) for m in unknown]
+            if any(tool_call_count(m) for m in unknown):
+                return None  # counted by the ordinary append (LangGraph's rows have none)
+            found = state.put_pipelined(dbapi, lock_ms, sid, blobs, row, rows, owner)
+            if found != owner:  # nothing was written
                 if found is not None:
                     check_owner(thread_id, sid, found[0], loads(found[1]) if found[1] else {})
                     self._owners_put(sid, thread_id, found)
                 return None
-            state.commit_messages_pipelined(
-                dbapi, sid, [r for r in unknown if r["uid"] not in stored]
-            )
             synced[:] = uids
             return True
 
