@@ -30,6 +30,8 @@ class _Busy:
 
 
 BUSY = _Busy()
+# libpq's PQTRANS_IDLE: no transaction open (psycopg is imported only on a server).
+_IDLE = 0
 
 
 class _CommitFailed(Exception):
@@ -56,12 +58,19 @@ class KeptConnection:
         self._pooled: PoolProxiedConnection | None = None
         self._lock = threading.Lock()
 
-    def run(self, engine: Engine, unit: Callable[[Any], T]) -> T | _Busy:
+    def run(
+        self, engine: Engine, unit: Callable[[Any], T], *, own_transaction: bool = False
+    ) -> T | _Busy:
         """``unit(dbapi_connection)`` in its own transaction on the kept connection
         (checked out on first use), committed; :data:`BUSY` when another thread holds it
         (never waits). Any error rolls back, gives the connection up and propagates
         unwrapped (the driver's own error); a failed COMMIT propagates as
-        :class:`_CommitFailed` (chained to the driver's error)."""
+        :class:`_CommitFailed` (chained to the driver's error).
+
+        With ``own_transaction`` the unit runs on the connection in autocommit mode and
+        sends ``BEGIN`` and ``COMMIT`` itself (in a pipeline, with its statements: the
+        driver would wait for its own ``BEGIN`` alone); a transaction it leaves open is
+        rolled back."""
         if not self._lock.acquire(blocking=False):
             return BUSY
         try:
@@ -70,6 +79,8 @@ class KeptConnection:
                 pooled = self._pooled = engine.raw_connection()
             dbapi = pooled.dbapi_connection
             assert dbapi is not None  # checked just above
+            if own_transaction:
+                return self._own(dbapi, unit)
             try:
                 try:
                     # The driver opens the transaction with the first statement.
@@ -94,12 +105,40 @@ class KeptConnection:
         finally:
             self._lock.release()
 
+    def _own(self, dbapi: Any, unit: Callable[[Any], T]) -> T:
+        try:
+            dbapi.autocommit = True  # refused by a connection that is gone: dropped below
+            result = unit(dbapi)
+        except BaseException:
+            # The unit's error is what the caller needs, not a failed ROLLBACK.
+            with contextlib.suppress(Exception):
+                self._end(dbapi)
+            self._drop()
+            raise
+        try:
+            self._end(dbapi)  # a unit that handed over may leave its transaction open
+        except BaseException:
+            self._drop()
+            raise
+        return result
+
+    @staticmethod
+    def _end(dbapi: Any) -> None:
+        if dbapi.info.transaction_status != _IDLE:
+            dbapi.execute("ROLLBACK")
+        dbapi.autocommit = False  # back as the pool handed it out
+
     def _drop(self) -> None:
         pooled, self._pooled = self._pooled, None
         if pooled is None:
             return
         dbapi = pooled.dbapi_connection
-        if dbapi is None or getattr(dbapi, "closed", False) or getattr(dbapi, "broken", False):
+        if (
+            dbapi is None
+            or getattr(dbapi, "closed", False)
+            or getattr(dbapi, "broken", False)
+            or getattr(dbapi, "autocommit", False)  # an own transaction not put back
+        ):
             pooled.invalidate()  # never handed out again
             return
         try:

@@ -169,6 +169,62 @@ class DriverPaths(UnitRunner):
         differs = _same_row(dict(found), row, () if timestamp_given else ("timestamp",))
         return int(found["id"]) if differs is None else differs
 
+    def write_idempotent_on_kept(
+        self,
+        work: Callable[[UnitOfWork], T],
+        on_kept: Callable[[Any, int], T | None],
+        policy: RetryPolicy | None = None,
+    ) -> T:
+        """(internal, server) :meth:`write` of an idempotent unit, first tried on the kept
+        write connection (:mod:`hermes_repo.kept`: no checkout ping, no SQLAlchemy).
+
+        ``on_kept(dbapi, lock_timeout_ms)`` does the unit on psycopg's connection in
+        autocommit mode: it sends ``BEGIN``, ``SET LOCAL lock_timeout`` (the rest of the
+        budget) and ``COMMIT`` itself, pipelined with its statements. It returns None (an
+        open transaction is rolled back) to hand over to ``work``, the same unit through
+        the ordinary path. Idempotent: run again after a commit that landed, the unit
+        changes nothing (rows keyed by their identity and inserted once, counters moved
+        only by rows it inserted). So a transient failure, a COMMIT whose reply was lost
+        among them, replays ``work`` within the same budget without looking for what
+        landed first."""
+        policy = policy or self.write_policy
+        self.guard.refuse()
+        deadline = time.monotonic() + policy.budget_s
+
+        def first() -> T | None:
+            try:
+                done = self._kept.run(
+                    self._writer,
+                    lambda dbapi: on_kept(dbapi, _lock_timeout_ms(deadline)),
+                    own_transaction=True,
+                )
+            except (DBAPIError, self.driver.module.Error) as exc:
+                failure = self.failure(exc)
+                if failure.kind is ErrorKind.TRANSIENT:
+                    # A lost connection, during COMMIT too (the unit sends its own, so
+                    # no _CommitFailed): the ordinary unit writes it again.
+                    raise failure.error from exc
+                return None  # the ordinary path replays it and reports what it meets
+            return None if done is BUSY else done  # type: ignore[return-value]
+
+        return self.write(work, policy, first_try=first)
+
+    def read_on_kept(self, work: Callable[[Connection], T], on_kept: Callable[[Any], T]) -> T:
+        """(internal, server) :meth:`read` of ``work``, first tried as ``on_kept(dbapi)`` on
+        the kept write connection in autocommit mode: no checkout ping, no ``BEGIN`` and
+        no ``COMMIT`` round trips. Each of its statements reads its own snapshot, as it
+        would in the ``READ COMMITTED`` transaction of :meth:`read`. When the connection
+        is in use, or on any driver error, ``work`` runs the ordinary way (which judges
+        and retries what it meets)."""
+        self.engine  # noqa: B018 - raises StoreClosedError after close()
+        try:
+            done = self._kept.run(self._writer, on_kept, own_transaction=True)
+        except (DBAPIError, self.driver.module.Error):
+            done = BUSY
+        if done is BUSY:
+            return self.read(work)
+        return done  # type: ignore[return-value]
+
     def _append_on_driver(self, row: dict[str, Any], calls: int) -> int:
         """One append on the driver's cursor, in its own transaction."""
         return self._on_driver(lambda cursor: MessageRepository(cursor).append_row(row, calls))

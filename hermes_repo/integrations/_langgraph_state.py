@@ -1,7 +1,9 @@
 """The statements behind :class:`~hermes_repo.integrations.langgraph.HermesSaver`.
 
 Every function runs on a connection (a read) or in a unit of work (a write) the saver
-hands it; none commits. Values are the framework serializer's ``(type, bytes)`` pairs.
+hands it; none commits, except the pipelined writes of a server (``*_pipelined``), which
+send their own ``BEGIN`` and ``COMMIT`` on the store's kept connection in autocommit
+mode. Values are the framework serializer's ``(type, bytes)`` pairs.
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import Checkpoint, CheckpointTuple, writes_sort_key
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from sqlalchemy import bindparam, delete, func, literal, select, tuple_, update
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql import Select
 
 from hermes_repo import Backend, InvalidArgumentError, UnitOfWork
-from hermes_repo.codec import decode_text, loads
+from hermes_repo.codec import ROW_COLUMNS, check_server_text, decode_text, loads
 from hermes_repo.models import (
     langgraph_blobs_table as BL,
 )
@@ -28,6 +31,7 @@ from hermes_repo.models import (
 from hermes_repo.models import (
     langgraph_writes_table as WR,
 )
+from hermes_repo.models import messages_table as MESSAGES
 from hermes_repo.models import (
     sessions_table as SE,
 )
@@ -191,6 +195,21 @@ _BLOBS_AND_WRITES_SQL = (
 )
 
 
+# On a server, forms whose plan does not hang on the tables' statistics (a thread just
+# filled, never analyzed, had its newest checkpoint found by scanning every id of the
+# thread and its values by scanning every value): the newest by a backward scan of the
+# key, the values by a lookup of the whole key for each channel and version the
+# checkpoint names (a list of keys was joined against every value of the thread).
+_LATEST_SERVER_SQL = _HEAD_SQL.format(
+    "(SELECT checkpoint_id FROM langgraph_checkpoints "
+    "WHERE session_id = ? AND checkpoint_ns = ? ORDER BY checkpoint_id DESC LIMIT 1)"
+)
+_BLOB_SERVER_SQL = (
+    "SELECT 0, channel, version, type, blob, NULL, NULL FROM langgraph_blobs "
+    "WHERE session_id = ? AND checkpoint_ns = ? AND channel = ? AND version = ?"
+)
+
+
 def _bytes(value: Any) -> Any:
     # psycopg may hand BYTEA back as a memoryview; the serializer wants bytes.
     return bytes(value) if isinstance(value, memoryview) else value
@@ -215,6 +234,22 @@ def one_tuple(
     not the thread's (given its source and ``extra``) before anything of it is decoded."""
     dbapi = conn.connection.dbapi_connection
     assert dbapi is not None
+    return one_tuple_on(dbapi, serde, session_id, ns, checkpoint_id, thread_id, check, server)
+
+
+def one_tuple_on(
+    dbapi: Any,
+    serde: SerializerProtocol,
+    session_id: str,
+    ns: str,
+    checkpoint_id: str | None,
+    thread_id: Any,
+    check: Callable[[str, dict[str, Any]], None],
+    server: bool,
+) -> CheckpointTuple | None:
+    """:func:`one_tuple` on a driver connection (on a server, an autocommit one: each
+    statement reads its own snapshot, as each does in a ``READ COMMITTED``
+    transaction)."""
     cursor = dbapi.cursor()
     try:
         return _tuple_on(cursor, serde, session_id, ns, checkpoint_id, thread_id, check, server)
@@ -266,7 +301,8 @@ def _tuple_on(
     if checkpoint_id:
         cursor.execute(sql(_BY_ID_SQL), (ns, checkpoint_id, session_id))
     else:
-        cursor.execute(sql(_LATEST_SQL), (ns, session_id, ns, session_id))
+        latest = _LATEST_SERVER_SQL if server else _LATEST_SQL
+        cursor.execute(sql(latest), (ns, session_id, ns, session_id))
     row = cursor.fetchone()
     if row is None:
         return None
@@ -276,7 +312,12 @@ def _tuple_on(
         return None
     checkpoint = serde.loads_typed((checkpoint_type, _bytes(body)))
     versions = [(c, str(v)) for c, v in checkpoint["channel_versions"].items()]
-    if versions:
+    if versions and server:
+        # The writes first: their columns type the NULLs of the values' rows.
+        text = " UNION ALL ".join([_WRITES_SQL] + [_BLOB_SERVER_SQL] * len(versions))
+        params = [item for c, v in versions for item in (session_id, ns, c, v)]
+        cursor.execute(sql(text), [session_id, ns, cid, *params])
+    elif versions:
         text = _BLOBS_AND_WRITES_SQL.format(", ".join(["(?, ?)"] * len(versions)))
         params = [session_id, ns, *(item for pair in versions for item in pair)]
         cursor.execute(sql(text), [*params, session_id, ns, cid])
@@ -285,10 +326,11 @@ def _tuple_on(
     found = cursor.fetchall()
     values: dict[str, Any] = {}
     writes = []
+    wanted = set(versions)
     for kind, *rest in found:
         if kind == 1:
             writes.append(rest)
-        elif rest[2] != "empty":
+        elif rest[2] != "empty" and (rest[0], rest[1]) in wanted:
             values[rest[0]] = serde.loads_typed((rest[2], _bytes(rest[3])))
     pending = sorted(writes, key=lambda w: writes_sort_key(w[4], w[0], w[5]))
     return CheckpointTuple(
@@ -712,22 +754,56 @@ def put_on_server(
     id repeats) and, in the same snapshot, which of ``uids`` the session's message rows
     hold already. PostgreSQL runs every data-modifying ``WITH`` part to completion
     whatever the final ``SELECT`` reads."""
+    sql, params = _put_sql(session_id, blobs, checkpoint, uids, None)
+    return {row[0] for row in conn.exec_driver_sql(sql, tuple(params))}
+
+
+# Typed in a VALUES list: a NULL there (an "empty" value) would otherwise be text.
+_BYTEA = frozenset({"blob", "checkpoint", "metadata"})
+
+
+def _placeholders(columns: Sequence[str]) -> list[str]:
+    return ["%s::bytea" if name in _BYTEA else "%s" for name in columns]
+
+
+def _put_sql(
+    session_id: str,
+    blobs: Sequence[Mapping[str, Any]],
+    checkpoint: Mapping[str, Any],
+    uids: Sequence[str],
+    owner: tuple[str, str | None] | None,
+) -> tuple[str, list[Any]]:
+    """:func:`put_on_server`'s statement; with ``owner`` (a source and the ``extra``
+    text) its rows are inserted only while the session row still holds exactly that."""
     parts: list[str] = []
     params: list[Any] = []
+    guard, guarded = "", []
+    if owner is not None:
+        guard = (
+            " WHERE EXISTS (SELECT 1 FROM sessions WHERE id = %s AND source = %s "
+            "AND extra IS NOT DISTINCT FROM %s)"
+        )
+        guarded = [session_id, *owner]
     if blobs:
-        values = ", ".join(["(" + ", ".join(["%s"] * len(_BLOB_COLUMNS)) + ")"] * len(blobs))
+        one = "(" + ", ".join(_placeholders(_BLOB_COLUMNS)) + ")"
+        columns = ", ".join(_BLOB_COLUMNS)
         parts.append(
-            f"b AS (INSERT INTO langgraph_blobs ({', '.join(_BLOB_COLUMNS)}) "
-            f"VALUES {values} ON CONFLICT DO NOTHING)"
+            f"b AS (INSERT INTO langgraph_blobs ({columns}) SELECT v.* FROM (VALUES "
+            + ", ".join([one] * len(blobs))
+            + f") AS v ({columns}){guard} ON CONFLICT DO NOTHING)"
         )
         params += [blob[name] for blob in blobs for name in _BLOB_COLUMNS]
+        params += guarded
     replaced = ", ".join(f"{name} = excluded.{name}" for name in _CHECKPOINT_REPLACED)
+    columns = ", ".join(_CHECKPOINT_WRITE_COLUMNS)
     parts.append(
-        f"c AS (INSERT INTO langgraph_checkpoints ({', '.join(_CHECKPOINT_WRITE_COLUMNS)}) "
-        f"VALUES ({', '.join(['%s'] * len(_CHECKPOINT_WRITE_COLUMNS))}) "
+        f"c AS (INSERT INTO langgraph_checkpoints ({columns}) SELECT v.* FROM (VALUES ("
+        + ", ".join(_placeholders(_CHECKPOINT_WRITE_COLUMNS))
+        + f")) AS v ({columns}){guard} "
         "ON CONFLICT (session_id, checkpoint_ns, checkpoint_id) DO UPDATE SET " + replaced + ")"
     )
     params += [checkpoint[name] for name in _CHECKPOINT_WRITE_COLUMNS]
+    params += guarded
     if uids:
         final = (
             "SELECT uid FROM messages WHERE session_id = %s AND uid IN ("
@@ -737,8 +813,7 @@ def put_on_server(
         params += [session_id, *uids]
     else:
         final = "SELECT NULL WHERE false"
-    sql = "WITH " + ", ".join(parts) + " " + final
-    return {row[0] for row in conn.exec_driver_sql(sql, tuple(params))}
+    return "WITH " + ", ".join(parts) + " " + final, params
 
 
 _WRITE_COLUMNS = (
@@ -771,6 +846,34 @@ def put_writes_on_server(
     session (nothing written). The lock is taken before any row is inserted: the
     insert reads the locked row, and after waiting for it PostgreSQL reads its newest
     version."""
+    sql, params = _put_writes_sql(session_id, rows, replace=replace, owner=None, source=source)
+    found = conn.exec_driver_sql(sql, tuple(params)).first()
+    if found is None:
+        return None
+    return decode_text(found[0]), (loads(found[1]) if found[1] is not None else {})
+
+
+#: What a pipelined write finds of its session: its source and ``extra`` as stored.
+Owner = tuple[str, "str | None"]
+_OWNER_LOCK_SQL = "SELECT source, extra FROM sessions WHERE id = %s FOR UPDATE"
+# The server's type of each message column, for the typed placeholders of a VALUES list.
+_PG = postgresql.dialect()  # type: ignore[no-untyped-call]
+_MESSAGE_TYPES = {name: MESSAGES.c[name].type.compile(dialect=_PG) for name in ROW_COLUMNS}
+
+
+def _put_writes_sql(
+    session_id: str,
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    replace: bool,
+    owner: Owner | None,
+    source: str | None = None,
+) -> tuple[str, list[Any]]:
+    """:func:`put_writes_on_server`'s statement; with ``owner`` the rows are inserted
+    only while the session row holds that source and exactly that ``extra`` text."""
+    if owner is not None:
+        source = owner[0]
+    guard = "" if owner is None else " AND o.extra IS NOT DISTINCT FROM %s"
     if replace:
         # One statement may not update a row twice: the last write of a key wins, as
         # it did when each row was a statement of its own.
@@ -788,11 +891,98 @@ def put_writes_on_server(
         "WITH o AS (SELECT source, extra FROM sessions WHERE id = %s FOR UPDATE), "
         f"w AS (INSERT INTO langgraph_writes ({columns}) SELECT v.* FROM (VALUES "
         + ", ".join([one] * len(rows))
-        + f") AS v ({columns}) WHERE EXISTS (SELECT 1 FROM o WHERE o.source = %s) "
+        + f") AS v ({columns}) WHERE EXISTS (SELECT 1 FROM o WHERE o.source = %s{guard}) "
         f"{conflict}) SELECT source, extra FROM o"
     )
     params = [session_id, *(row[k] for row in rows for k in _WRITE_COLUMNS), source]
-    found = conn.exec_driver_sql(sql, tuple(params)).first()
+    if owner is not None:
+        params.append(owner[1])
+    return sql, params
+
+
+def _messages_sql(
+    session_id: str, rows: Sequence[Mapping[str, Any]], owner: Owner
+) -> tuple[str, list[Any]]:
+    """The new message rows and the session's counters in one statement: each row
+    inserted in order unless its uid is stored already (active or archived), the
+    ``message_count`` moved by the rows inserted, and only while the session row holds
+    ``owner`` exactly. Typed placeholders: a NULL in a VALUES list would be text."""
+    one = "(%s::integer, " + ", ".join(f"%s::{_MESSAGE_TYPES[c]}" for c in ROW_COLUMNS) + ")"
+    columns = ", ".join(ROW_COLUMNS)
+    sql = (
+        f"WITH m AS (INSERT INTO messages ({columns}) SELECT {columns} FROM (VALUES "
+        + ", ".join([one] * len(rows))
+        + f") AS v (n, {columns}) WHERE EXISTS (SELECT 1 FROM sessions WHERE id = %s "
+        "AND source = %s AND extra IS NOT DISTINCT FROM %s) ORDER BY n "
+        "ON CONFLICT (session_id, uid) DO NOTHING RETURNING 1) "
+        "UPDATE sessions SET message_count = message_count + (SELECT count(*) FROM m) "
+        "WHERE id = %s AND EXISTS (SELECT 1 FROM m)"
+    )
+    params: list[Any] = []
+    for n, row in enumerate(rows):
+        params += [n, *(row.get(c) for c in ROW_COLUMNS)]
+    return sql, [*params, session_id, *owner, session_id]
+
+
+def put_pipelined(
+    dbapi: Any,
+    lock_ms: int,
+    session_id: str,
+    blobs: Sequence[Mapping[str, Any]],
+    checkpoint: Mapping[str, Any],
+    messages: Sequence[Mapping[str, Any]],
+    owner: Owner,
+) -> Owner | None:
+    """A put in one round trip on psycopg's connection in pipeline mode (an autocommit
+    connection: the transaction is this function's): ``BEGIN``, the lock budget, the
+    owner's ``FOR UPDATE``, :func:`put_on_server`'s values and checkpoint, the new
+    message rows (``messages``, made by :func:`~hermes_repo.codec.message_to_row`, none
+    with tool calls) with the session's counters, and ``COMMIT``. The writes run after
+    the lock is held and only while the session row holds ``owner`` exactly: the owner
+    is checked before anything is written. Idempotent: run again after it committed,
+    it stores nothing twice. Returns the owner found (None: no such session); when it
+    is not ``owner`` nothing was written."""
+    sql, params = _put_sql(session_id, blobs, checkpoint, (), owner)
+    rows = [dict(row) for row in messages]
+    for row in rows:
+        check_server_text(row)
+    with dbapi.cursor() as lock:
+        with dbapi.pipeline():
+            dbapi.execute("BEGIN")
+            dbapi.execute(f"SET LOCAL lock_timeout = {int(lock_ms)}")
+            lock.execute(_OWNER_LOCK_SQL, (session_id,))
+            dbapi.execute(sql, params)
+            if rows:
+                dbapi.execute(*_messages_sql(session_id, rows, owner))
+            dbapi.execute("COMMIT")
+        found = lock.fetchone()
     if found is None:
         return None
-    return decode_text(found[0]), (loads(found[1]) if found[1] is not None else {})
+    return decode_text(found[0]), found[1]
+
+
+def put_writes_pipelined(
+    dbapi: Any,
+    lock_ms: int,
+    session_id: str,
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    replace: bool,
+    owner: Owner,
+) -> Owner | None:
+    """A task's writes in one round trip on psycopg's connection in pipeline mode (an
+    autocommit connection): ``BEGIN``, the lock budget, :func:`put_writes_on_server`'s
+    statement (the rows inserted only while the locked session row holds ``owner``
+    exactly) and ``COMMIT``. Returns the owner found (None: no such session); when it
+    is not ``owner`` nothing was written."""
+    sql, params = _put_writes_sql(session_id, rows, replace=replace, owner=owner)
+    with dbapi.cursor() as cursor:
+        with dbapi.pipeline():
+            dbapi.execute("BEGIN")
+            dbapi.execute(f"SET LOCAL lock_timeout = {int(lock_ms)}")
+            cursor.execute(sql, params)
+            dbapi.execute("COMMIT")
+        found = cursor.fetchone()
+    if found is None:
+        return None
+    return decode_text(found[0]), found[1]

@@ -67,7 +67,7 @@ from hermes_repo import (
     StateStore,
     UnitOfWork,
 )
-from hermes_repo.codec import decode_text, loads
+from hermes_repo.codec import decode_text, dumps, loads, message_to_row, tool_call_count
 from hermes_repo.models import (
     langgraph_blobs_table,
     langgraph_checkpoints_table,
@@ -185,6 +185,10 @@ class HermesSaver(BaseCheckpointSaver[str]):
         # or two) instead of the whole conversation every checkpoint repeats.
         self._stored: dict[str, set[str]] = {}
         self._stored_lock = threading.Lock()
+        # The source and ``extra`` text of each thread's session as a server write last
+        # found them (see _owner), by session and thread: two thread ids may map to one
+        # session, and only the thread the session holds may write it.
+        self._owners: dict[tuple[str, str], state.Owner] = {}
         # The write statements, built once for the store's dialect: building an upsert
         # (its ``excluded`` columns) cost more than SQLite running it, every put.
         blobs = dialect_insert(store.backend, langgraph_blobs_table)
@@ -268,6 +272,31 @@ class HermesSaver(BaseCheckpointSaver[str]):
             return self.store.write(work)
         return self.store.database.write_first_on_driver(work, fast, adds=adds)
 
+    def _owner(self, session_id: str, thread_id: str) -> state.Owner:
+        """The session's source and ``extra`` text as this saver last found them (at
+        first, what :func:`own_for_write` creates): a pipelined write is made with this
+        guess and writes only while the session row still holds it exactly."""
+        with self._stored_lock:
+            found = self._owners.get((session_id, thread_id))
+        return found if found is not None else (SOURCE, dumps({THREAD_KEY: thread_id}))
+
+    def _owners_put(self, session_id: str, thread_id: str, owner: state.Owner) -> None:
+        """Remember ``owner``, found by a write of ``thread_id`` that checked it."""
+        with self._stored_lock:
+            if len(self._owners) >= _REMEMBERED_SESSIONS:
+                self._owners.clear()  # a bound on memory; forgetting costs a hand-over
+            self._owners[(session_id, thread_id)] = owner
+
+    def _write_on_server(
+        self, work: Callable[[UnitOfWork], None], fast: Callable[[Any, int], bool | None]
+    ) -> None:
+        """A put's or put_writes' unit on a server: ``fast`` first, pipelined on the
+        store's kept connection, else ``work``. Both are idempotent (values and writes
+        inserted once by their keys, the checkpoint upserted by its id, message rows by
+        their uids with the counters moved only for rows inserted), so a commit whose
+        reply was lost is simply written again."""
+        self.store.database.write_idempotent_on_kept(work, fast)
+
     # -- reads -----------------------------------------------------------------------
 
     def _owned(self, conn: Connection, thread_id: str, session_id: str) -> bool:
@@ -284,6 +313,8 @@ class HermesSaver(BaseCheckpointSaver[str]):
         ns = config["configurable"].get("checkpoint_ns", "")
         checkpoint_id = get_checkpoint_id(config)
 
+        server = not self.store.backend.is_file
+
         def check(source: str, extra: dict[str, Any]) -> None:
             check_owner(thread_id, sid, source, extra)
 
@@ -296,9 +327,17 @@ class HermesSaver(BaseCheckpointSaver[str]):
                 checkpoint_id,
                 given,
                 check,
-                server=not self.store.backend.is_file,
+                server=server,
             )
 
+        if server:
+            # Two round trips on the store's kept connection (no ping, BEGIN, COMMIT).
+            return self.store.database.read_on_kept(
+                work,
+                lambda dbapi: state.one_tuple_on(
+                    dbapi, self.serde, sid, ns, checkpoint_id, given, check, True
+                ),
+            )
         if not self._fast:
             return self.store.read(work)
 
@@ -435,6 +474,33 @@ class HermesSaver(BaseCheckpointSaver[str]):
         synced: list[str] = []
         prefixes: list[str] = []
 
+        def pipelined(dbapi: Any, lock_ms: int) -> bool | None:
+            # One round trip: the lock budget, the owner's lock, the values, the
+            # checkpoint, the new message rows with the counters (each written only
+            # while the session row is the one this saver last found; a message whose
+            # uid is stored is skipped and not counted) and COMMIT. Anything unexpected
+            # hands over to ``work``.
+            owner = self._owner(sid, thread_id)
+            extra = loads(owner[1]) if owner[1] is not None else {}
+            uids, unknown = (
+                message_rows(messages, uid_prefix(extra), known)
+                if messages is not None
+                else ([], [])
+            )
+            if len(unknown) > state.SERVER_UIDS:
+                return None  # a long history's first put: in chunks, the ordinary way
+            rows = [message_to_row(sid, m) for m in unknown]
+            if any(tool_call_count(m) for m in unknown):
+                return None  # counted by the ordinary append (LangGraph's rows have none)
+            found = state.put_pipelined(dbapi, lock_ms, sid, blobs, row, rows, owner)
+            if found != owner:  # nothing was written
+                if found is not None:
+                    check_owner(thread_id, sid, found[0], loads(found[1]) if found[1] else {})
+                    self._owners_put(sid, thread_id, found)
+                return None
+            synced[:] = uids
+            return True
+
         def work(uow: UnitOfWork) -> None:
             extra = own_for_write(uow, thread_id, sid, create=True)
             assert extra is not None  # created when missing
@@ -493,7 +559,10 @@ class HermesSaver(BaseCheckpointSaver[str]):
                 prefixes[:] = [prefix] if messages is not None else []
                 return True
 
-        self._write_fast(work, fast, adds)
+        if server:
+            self._write_on_server(work, pipelined)
+        else:
+            self._write_fast(work, fast, adds)
         if prefixes:
             self._remember(sid, synced, prefixes[0])
         elif synced:
@@ -534,6 +603,21 @@ class HermesSaver(BaseCheckpointSaver[str]):
 
         server = not self.store.backend.is_file
 
+        def pipelined(dbapi: Any, lock_ms: int) -> bool | None:
+            # One round trip: the lock budget, the owner's lock with the rows (written
+            # only while the session row is the one this saver last found), COMMIT.
+            owner = self._owner(sid, thread_id)
+            found = state.put_writes_pipelined(
+                dbapi, lock_ms, sid, rows, replace=replace, owner=owner
+            )
+            if found == owner:
+                return True
+            # Nothing was written (the empty transaction committed).
+            if found is not None:
+                check_owner(thread_id, sid, found[0], loads(found[1]) if found[1] else {})
+                self._owners_put(sid, thread_id, found)
+            return None
+
         def work(uow: UnitOfWork) -> None:
             if server:
                 # The owner's lock and the rows in one round trip; the owner is checked
@@ -557,7 +641,9 @@ class HermesSaver(BaseCheckpointSaver[str]):
                 cursor.executemany(sql, rows)
                 return True
 
-        if rows:
+        if rows and server:
+            self._write_on_server(work, pipelined)
+        elif rows:
             self._write_fast(work, fast)
 
     def delete_thread(self, thread_id: str) -> None:
