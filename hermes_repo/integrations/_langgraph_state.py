@@ -17,8 +17,10 @@ from langgraph.checkpoint.base import Checkpoint, CheckpointTuple, writes_sort_k
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from sqlalchemy import bindparam, delete, func, literal, select, tuple_, update
 from sqlalchemy.dialects import postgresql
+from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql import Select
+from sqlalchemy.sql.expression import Executable
 
 from hermes_repo import Backend, InvalidArgumentError, UnitOfWork
 from hermes_repo.codec import ROW_COLUMNS, check_server_text, decode_text, loads
@@ -51,8 +53,21 @@ __all__ = [
     "copy_rows",
     "delete_rows",
     "read_tuple",
+    "sqlite_text",
     "tuples_of",
 ]
+
+# SQLite's drivers take named parameters (":name") with a mapping.
+_SQLITE = SQLiteDialect_pysqlite(paramstyle="named")
+
+
+def sqlite_text(clause: Executable, column_keys: Sequence[str] | None = None) -> str:
+    """``clause`` compiled once to SQLite SQL text, for the driver's cursor (a write
+    the saver runs there, see ``HermesSaver._write_fast``); ``column_keys``: the
+    columns an ``INSERT`` names, in the parameters' keys."""
+    keys = list(column_keys) if column_keys is not None else None
+    return str(clause.compile(dialect=_SQLITE, column_keys=keys))  # type: ignore[attr-defined]
+
 
 #: What a read of checkpoints selects (``tuples_of`` turns the rows into tuples).
 CHECKPOINT_COLUMNS = (

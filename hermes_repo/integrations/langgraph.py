@@ -74,7 +74,6 @@ from hermes_repo.models import (
     langgraph_writes_table,
     sessions_table,
 )
-from hermes_repo.repositories.statements import Statement
 
 __all__ = [
     "DELETE_REASON",
@@ -211,11 +210,11 @@ class HermesSaver(BaseCheckpointSaver[str]):
         # put_writes' first attempt on the driver's cursor (see _write_fast).
         self._fast = store.backend.cursor_fast_path
         if self._fast:
-            self._owner_sql = Statement(LOCK_OWNER)
-            self._blobs_sql = Statement(self._insert_blobs, column_keys=_BLOB_KEYS)
-            self._checkpoint_sql = Statement(self._upsert_checkpoint, column_keys=_CHECKPOINT_KEYS)
-            self._insert_writes_sql = Statement(self._insert_writes, column_keys=_WRITE_KEYS)
-            self._replace_writes_sql = Statement(self._replace_writes, column_keys=_WRITE_KEYS)
+            self._owner_sql = state.sqlite_text(LOCK_OWNER)
+            self._blobs_sql = state.sqlite_text(self._insert_blobs, _BLOB_KEYS)
+            self._checkpoint_sql = state.sqlite_text(self._upsert_checkpoint, _CHECKPOINT_KEYS)
+            self._insert_writes_sql = state.sqlite_text(self._insert_writes, _WRITE_KEYS)
+            self._replace_writes_sql = state.sqlite_text(self._replace_writes, _WRITE_KEYS)
         # The uid prefix of each remembered session's messages when this saver last
         # committed a put of them (see _remembered).
         self._prefixes: dict[str, str] = {}
@@ -249,7 +248,7 @@ class HermesSaver(BaseCheckpointSaver[str]):
     def _owner_on(self, cursor: Any, thread_id: str, session_id: str) -> dict[str, Any] | None:
         """The session's ``extra`` read on a SQLite cursor, refused (SessionTakenError)
         when the session is not this thread's; None when there is no session."""
-        cursor.execute(self._owner_sql.sql, {"sid": session_id})
+        cursor.execute(self._owner_sql, {"sid": session_id})
         found = cursor.fetchone()
         if found is None:
             return None
@@ -549,8 +548,8 @@ class HermesSaver(BaseCheckpointSaver[str]):
                 if messages is not None and uid_prefix(extra) != prefix:
                     return None  # the thread was deleted since: its uids changed
                 if blobs:
-                    cursor.executemany(self._blobs_sql.sql, blobs)
-                cursor.execute(self._checkpoint_sql.sql, row)
+                    cursor.executemany(self._blobs_sql, blobs)
+                cursor.execute(self._checkpoint_sql, row)
                 if fresh:
                     # The store's message contract on the cursor: the rows and the
                     # session's counters exactly as a unit's append_many writes them.
@@ -633,7 +632,7 @@ class HermesSaver(BaseCheckpointSaver[str]):
 
         fast: Callable[[Any], Any] | None = None
         if not server:
-            sql = (self._replace_writes_sql if replace else self._insert_writes_sql).sql
+            sql = self._replace_writes_sql if replace else self._insert_writes_sql
 
             def fast(cursor: Any) -> bool | None:
                 if self._owner_on(cursor, thread_id, sid) is None:
