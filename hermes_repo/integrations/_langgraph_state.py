@@ -47,7 +47,10 @@ from ._langgraph_rows import (
 )
 
 __all__ = [
+    "BLOB_COLUMNS",
     "CHECKPOINT_COLUMNS",
+    "CHECKPOINT_WRITE_COLUMNS",
+    "WRITE_COLUMNS",
     "append_messages",
     "collect_blobs",
     "copy_rows",
@@ -742,8 +745,10 @@ def copy_rows(conn: Connection, backend: Backend, source: str, target: str) -> N
 
 #: New message uids a server put looks up in its one statement (more go in chunks).
 SERVER_UIDS = 500
-_BLOB_COLUMNS = ("session_id", "checkpoint_ns", "channel", "version", "type", "blob")
-_CHECKPOINT_WRITE_COLUMNS = (
+#: The columns a put writes (values, checkpoint) and a put_writes writes, in the order
+#: their SQL names them (the server statements here and the saver's SQLite text alike).
+BLOB_COLUMNS = ("session_id", "checkpoint_ns", "channel", "version", "type", "blob")
+CHECKPOINT_WRITE_COLUMNS = (
     "session_id",
     "checkpoint_ns",
     "checkpoint_id",
@@ -800,24 +805,24 @@ def _put_sql(
         )
         guarded = [session_id, *owner]
     if blobs:
-        one = "(" + ", ".join(_placeholders(_BLOB_COLUMNS)) + ")"
-        columns = ", ".join(_BLOB_COLUMNS)
+        one = "(" + ", ".join(_placeholders(BLOB_COLUMNS)) + ")"
+        columns = ", ".join(BLOB_COLUMNS)
         parts.append(
             f"b AS (INSERT INTO langgraph_blobs ({columns}) SELECT v.* FROM (VALUES "
             + ", ".join([one] * len(blobs))
             + f") AS v ({columns}){guard} ON CONFLICT DO NOTHING)"
         )
-        params += [blob[name] for blob in blobs for name in _BLOB_COLUMNS]
+        params += [blob[name] for blob in blobs for name in BLOB_COLUMNS]
         params += guarded
     replaced = ", ".join(f"{name} = excluded.{name}" for name in _CHECKPOINT_REPLACED)
-    columns = ", ".join(_CHECKPOINT_WRITE_COLUMNS)
+    columns = ", ".join(CHECKPOINT_WRITE_COLUMNS)
     parts.append(
         f"c AS (INSERT INTO langgraph_checkpoints ({columns}) SELECT v.* FROM (VALUES ("
-        + ", ".join(_placeholders(_CHECKPOINT_WRITE_COLUMNS))
+        + ", ".join(_placeholders(CHECKPOINT_WRITE_COLUMNS))
         + f")) AS v ({columns}){guard} "
         "ON CONFLICT (session_id, checkpoint_ns, checkpoint_id) DO UPDATE SET " + replaced + ")"
     )
-    params += [checkpoint[name] for name in _CHECKPOINT_WRITE_COLUMNS]
+    params += [checkpoint[name] for name in CHECKPOINT_WRITE_COLUMNS]
     params += guarded
     if uids:
         final = (
@@ -831,7 +836,7 @@ def _put_sql(
     return "WITH " + ", ".join(parts) + " " + final, params
 
 
-_WRITE_COLUMNS = (
+WRITE_COLUMNS = (
     "session_id",
     "checkpoint_ns",
     "checkpoint_id",
@@ -893,8 +898,8 @@ def _put_writes_sql(
         # One statement may not update a row twice: the last write of a key wins, as
         # it did when each row was a statement of its own.
         rows = list({tuple(row[k] for k in _WRITE_KEY): row for row in rows}.values())
-    one = "(" + ", ".join(["%s"] * len(_WRITE_COLUMNS)) + ")"
-    columns = ", ".join(_WRITE_COLUMNS)
+    one = "(" + ", ".join(["%s"] * len(WRITE_COLUMNS)) + ")"
+    columns = ", ".join(WRITE_COLUMNS)
     if replace:
         conflict = (
             f"ON CONFLICT ({', '.join(_WRITE_KEY)}) DO UPDATE SET "
@@ -909,7 +914,7 @@ def _put_writes_sql(
         + f") AS v ({columns}) WHERE EXISTS (SELECT 1 FROM o WHERE o.source = %s{guard}) "
         f"{conflict}) SELECT source, extra FROM o"
     )
-    params = [session_id, *(row[k] for row in rows for k in _WRITE_COLUMNS), source]
+    params = [session_id, *(row[k] for row in rows for k in WRITE_COLUMNS), source]
     if owner is not None:
         params.append(owner[1])
     return sql, params

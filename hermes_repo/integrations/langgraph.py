@@ -92,30 +92,6 @@ PRUNE_REASON = "langgraph: prune(strategy='delete')"
 _CK = langgraph_checkpoints_table
 # Sessions whose stored message uids a saver remembers (see HermesSaver._remember).
 _REMEMBERED_SESSIONS = 1024
-# The columns a put or put_writes writes, in the order its SQL text names them.
-_BLOB_KEYS = ("session_id", "checkpoint_ns", "channel", "version", "type", "blob")
-_CHECKPOINT_KEYS = (
-    "session_id",
-    "checkpoint_ns",
-    "checkpoint_id",
-    "parent_checkpoint_id",
-    "run_id",
-    "checkpoint_type",
-    "checkpoint",
-    "metadata_type",
-    "metadata",
-)
-_WRITE_KEYS = (
-    "session_id",
-    "checkpoint_ns",
-    "checkpoint_id",
-    "task_id",
-    "task_path",
-    "idx",
-    "channel",
-    "type",
-    "blob",
-)
 
 
 def _thread(config: RunnableConfig) -> tuple[Any, str, str]:
@@ -211,10 +187,12 @@ class HermesSaver(BaseCheckpointSaver[str]):
         self._fast = store.backend.cursor_fast_path
         if self._fast:
             self._owner_sql = state.sqlite_text(LOCK_OWNER)
-            self._blobs_sql = state.sqlite_text(self._insert_blobs, _BLOB_KEYS)
-            self._checkpoint_sql = state.sqlite_text(self._upsert_checkpoint, _CHECKPOINT_KEYS)
-            self._insert_writes_sql = state.sqlite_text(self._insert_writes, _WRITE_KEYS)
-            self._replace_writes_sql = state.sqlite_text(self._replace_writes, _WRITE_KEYS)
+            self._blobs_sql = state.sqlite_text(self._insert_blobs, state.BLOB_COLUMNS)
+            self._checkpoint_sql = state.sqlite_text(
+                self._upsert_checkpoint, state.CHECKPOINT_WRITE_COLUMNS
+            )
+            self._insert_writes_sql = state.sqlite_text(self._insert_writes, state.WRITE_COLUMNS)
+            self._replace_writes_sql = state.sqlite_text(self._replace_writes, state.WRITE_COLUMNS)
         # The uid prefix of each remembered session's messages when this saver last
         # committed a put of them (see _remembered).
         self._prefixes: dict[str, str] = {}
